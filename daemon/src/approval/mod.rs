@@ -1,0 +1,1 @@
+//! Approval requests, grants (scope, expiry, single use) and the audit log.

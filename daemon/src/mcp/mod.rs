@@ -1,0 +1,1 @@
+//! Hosting MCP servers as tools, with server trust levels.

@@ -1,0 +1,1 @@
+//! gRPC services: proto <-> domain types, auth of the peer. No business logic.

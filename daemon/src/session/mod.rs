@@ -1,0 +1,1 @@
+//! Sessions, runs, steps, run state, resume planning, and the tool-call pipeline.

@@ -1,0 +1,1 @@
+//! Tracing subscriber, OTLP export and local trace files.
