@@ -1,1 +1,57 @@
-fn main() {}
+//! `warden`: the Warden CLI.
+
+use clap::{Parser, Subcommand};
+use warden_client::cli;
+
+#[derive(Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "Warden: sandboxed tool execution for AI coding agents",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(flatten)]
+    global: cli::GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a shell command in the sandbox, under policy.
+    Exec(cli::exec::ExecArgs),
+    /// Run the daemon in the foreground (same as `wardend`).
+    Daemon(cli::daemon::DaemonArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    // Commands that need no runtime (and the daemon, which must fork its
+    // spawn helper before any thread exists) run here.
+    let code = match cli.command {
+        Command::Daemon(args) => cli::daemon::run(args),
+        command => {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    cli::say(format!("cannot start the runtime: {e}"));
+                    std::process::exit(cli::EXIT_WARDEN);
+                }
+            };
+            rt.block_on(async_main(command, cli.global))
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
+    match command {
+        Command::Exec(args) => cli::exec::run(args, &global).await,
+        Command::Daemon(_) => unreachable!("handled before the runtime starts"),
+    }
+}

@@ -1,1 +1,307 @@
-//! gRPC services: proto <-> domain types, auth of the peer. No business logic.
+//! gRPC services: proto <-> domain types and authentication of the peer. No
+//! business logic lives here.
+//!
+//! [`main`] is the daemon's entry point (`wardend` and `warden daemon`): it
+//! starts the spawn helper before any thread exists, then the tokio runtime,
+//! locks the state dir, opens the database and serves on the Unix socket (and
+//! optionally TCP with a bearer token).
+
+mod auth;
+mod exec;
+mod listen;
+mod policy;
+mod sessions;
+mod stubs;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tonic::Status;
+
+use crate::policy::Policy;
+use crate::sandbox::Spawner;
+use crate::session::{Peer, SessionError, SessionManager};
+use crate::state::Db;
+
+pub use auth::AuthConfig;
+
+/// `wardend` / `warden daemon` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    /// Unix socket to serve on [default: $XDG_RUNTIME_DIR/warden/wardend.sock,
+    /// root: /run/warden/wardend.sock].
+    #[arg(long, env = "WARDEN_SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// State directory (database, blobs, traces) [default:
+    /// $XDG_STATE_HOME/warden, root: /var/lib/warden].
+    #[arg(long, env = "WARDEN_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Default policy for sessions that send none: a built-in name, a name in
+    /// the config dir, or a TOML file.
+    #[arg(long, default_value = "default")]
+    pub policy: String,
+    /// Also accept connections from this uid (repeatable). The daemon's own
+    /// uid is always accepted.
+    #[arg(long = "allow-uid", value_name = "UID")]
+    pub allow_uids: Vec<u32>,
+    /// Also listen on TCP (e.g. 127.0.0.1:7443); requires --token-file.
+    #[arg(long, value_name = "ADDR")]
+    pub listen_tcp: Option<std::net::SocketAddr>,
+    /// File holding the bearer token TCP clients must send
+    /// (`authorization: Bearer <token>`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Log filter (tracing EnvFilter syntax), e.g. `info`, `warden_daemon=debug`.
+    #[arg(long, env = "WARDEN_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// Errors that stop the daemon from starting or serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{0}")]
+    Config(String),
+    #[error("state directory {path} is in use by another wardend (lock held)")]
+    StateDirLocked { path: PathBuf },
+    #[error("socket {path} is in use by a running daemon")]
+    SocketInUse { path: PathBuf },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("serving: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
+    let context = context.into();
+    move |source| ServerError::Io { context, source }
+}
+
+/// Runs the daemon until SIGTERM/SIGINT. Must be called from a
+/// single-threaded process (before any runtime exists): it forks the spawn
+/// helper first. Returns the process exit code (0 on a clean shutdown, 1 when
+/// it could not start, with the reason on standard error).
+pub fn main(args: DaemonArgs) -> i32 {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+    // Configuration errors first, before anything is forked or bound.
+    let policy = match crate::config::resolve_policy(&args.policy) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("wardend: {e}");
+            return 1;
+        }
+    };
+    let spawner = match Spawner::start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("wardend: cannot start the spawn helper: {e}");
+            return 1;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("wardend: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(serve(args, policy, spawner)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("wardend: {e}");
+            1
+        }
+    }
+}
+
+async fn serve(args: DaemonArgs, policy: Policy, spawner: Spawner) -> Result<(), ServerError> {
+    let socket = args
+        .socket
+        .clone()
+        .unwrap_or_else(crate::config::default_socket);
+    let state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(crate::config::default_state_dir);
+    if !socket.is_absolute() || !state_dir.is_absolute() {
+        return Err(ServerError::Config(
+            "--socket and --state-dir must be absolute paths".into(),
+        ));
+    }
+    let token = match (&args.listen_tcp, &args.token_file) {
+        (Some(_), None) => {
+            return Err(ServerError::Config(
+                "--listen-tcp requires --token-file".into(),
+            ))
+        }
+        (_, Some(f)) => {
+            let t = std::fs::read_to_string(f)
+                .map_err(io_err(format!("reading token file {}", f.display())))?;
+            let t = t.trim().to_string();
+            if t.len() < 16 {
+                return Err(ServerError::Config(
+                    "the bearer token must be at least 16 characters".into(),
+                ));
+            }
+            Some(t)
+        }
+        _ => None,
+    };
+
+    let state_dir = listen::prepare_state_dir(&state_dir)?;
+    let _state_lock = listen::lock_dir(&state_dir)?;
+    let db = Db::open(&state_dir)?;
+    let mgr = Arc::new(SessionManager::new(db, state_dir.clone(), spawner, policy));
+
+    let (uds, _socket_guard) = listen::bind_socket(&socket)?;
+    let mut allowed = args.allow_uids.clone();
+    allowed.push(nix::unistd::geteuid().as_raw());
+    let auth = AuthConfig {
+        allowed_uids: allowed,
+        token,
+    };
+
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    let router_services = services(mgr.clone(), health)?;
+    health_reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    for name in SERVICE_NAMES {
+        health_reporter
+            .set_service_status(*name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+
+    let shutdown = listen::shutdown_signal(mgr.clone());
+    tracing::info!(socket = %socket.display(), state_dir = %state_dir.display(), "wardend serving");
+    let layer = tonic::service::InterceptorLayer::new(auth::Authenticator::new(auth));
+    let uds_incoming = tokio_stream::wrappers::UnixListenerStream::new(uds);
+    match args.listen_tcp {
+        None => {
+            tonic::transport::Server::builder()
+                .layer(layer)
+                .add_routes(router_services)
+                .serve_with_incoming_shutdown(uds_incoming, shutdown)
+                .await?;
+        }
+        Some(addr) => {
+            let tcp = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(io_err(format!("binding {addr}")))?;
+            tracing::info!(%addr, "also serving on TCP (bearer token required)");
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            let mut rx2 = rx.clone();
+            let tcp_routes = router_services.clone();
+            let tcp_layer = layer.clone();
+            let tcp_task = tokio::spawn(async move {
+                tonic::transport::Server::builder()
+                    .layer(tcp_layer)
+                    .add_routes(tcp_routes)
+                    .serve_with_incoming_shutdown(
+                        tokio_stream::wrappers::TcpListenerStream::new(tcp),
+                        async move {
+                            let _ = rx2.changed().await;
+                        },
+                    )
+                    .await
+            });
+            let r = tonic::transport::Server::builder()
+                .layer(layer)
+                .add_routes(router_services)
+                .serve_with_incoming_shutdown(uds_incoming, shutdown)
+                .await;
+            let _ = tx.send(true);
+            let _ = tcp_task.await;
+            drop(rx);
+            r?;
+        }
+    }
+    mgr.shutdown();
+    tracing::info!("wardend stopped");
+    Ok(())
+}
+
+/// Fully-qualified names of Warden's services (health reports each).
+pub const SERVICE_NAMES: &[&str] = &[
+    "warden.v1.Sessions",
+    "warden.v1.Exec",
+    "warden.v1.Approvals",
+    "warden.v1.Files",
+    "warden.v1.Checkpoints",
+    "warden.v1.Runs",
+    "warden.v1.Audit",
+    "warden.v1.Traces",
+    "warden.v1.Policy",
+];
+
+fn services(
+    mgr: Arc<SessionManager>,
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+) -> Result<tonic::service::Routes, ServerError> {
+    use crate::proto::v1::*;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServerError::Config(format!("reflection: {e}")))?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(|e| ServerError::Config(format!("reflection: {e}")))?;
+    let mut routes = tonic::service::Routes::new(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(sessions_server::SessionsServer::new(
+            sessions::SessionsService::new(mgr.clone()),
+        ))
+        .add_service(exec_server::ExecServer::new(exec::ExecService::new(
+            mgr.clone(),
+        )))
+        .add_service(policy_server::PolicyServer::new(
+            policy::PolicyService::new(mgr.clone()),
+        ));
+    routes = stubs::add(routes, mgr);
+    Ok(routes)
+}
+
+/// The authenticated peer of a request (set by the authenticator).
+pub(crate) fn peer<T>(req: &tonic::Request<T>) -> Result<Peer, Status> {
+    req.extensions()
+        .get::<Peer>()
+        .copied()
+        .ok_or_else(|| Status::unauthenticated("no authenticated peer"))
+}
+
+/// Maps a domain error to its gRPC status (never UNKNOWN).
+pub(crate) fn status(e: SessionError) -> Status {
+    match e {
+        SessionError::InvalidArgument(m) => Status::invalid_argument(m),
+        SessionError::NotFound(m) => Status::not_found(m),
+        SessionError::PermissionDenied(m) => Status::permission_denied(m),
+        SessionError::FailedPrecondition(m) => Status::failed_precondition(m),
+        SessionError::Unavailable(m) => Status::unavailable(m),
+        SessionError::Policy(e) => Status::invalid_argument(e.to_string()),
+        SessionError::State(e) => Status::internal(e.to_string()),
+        SessionError::Internal(m) => Status::internal(m),
+    }
+}

@@ -1,0 +1,1 @@
+//! The agent loop: model providers, context management, tool dispatch.

@@ -1,0 +1,184 @@
+//! `warden.v1.Exec`: the server-streaming Exec call.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use super::{peer, status};
+use crate::policy::Classification;
+use crate::proto::v1::{self as pb, exec_event::Event, exec_server::Exec};
+use crate::session::exec::{validate, ExecEvent, ExecParams, ExitSummary};
+use crate::session::SessionManager;
+
+pub struct ExecService {
+    mgr: Arc<SessionManager>,
+}
+
+impl ExecService {
+    pub fn new(mgr: Arc<SessionManager>) -> Self {
+        ExecService { mgr }
+    }
+}
+
+/// Domain classification -> proto.
+pub(crate) fn classification_to_proto(c: &Classification) -> pb::Classification {
+    pb::Classification {
+        command: c.command.clone(),
+        tier: c.tier.to_proto(),
+        decision: c.decision.to_proto(),
+        rule: c.rule.clone().unwrap_or_default(),
+        reasons: c.reasons.clone(),
+        parts: c
+            .parts
+            .iter()
+            .map(|p| pb::CommandPart {
+                argv: p.argv.clone(),
+                tier: p.tier.to_proto(),
+                reasons: p.reasons.clone(),
+            })
+            .collect(),
+        writes: c.writes.clone(),
+        hosts: c.hosts.clone(),
+        install: c.install.as_ref().map(|i| pb::InstallIntent {
+            manager: i.manager.clone(),
+            operation: i.operation.clone(),
+            packages: i
+                .packages
+                .iter()
+                .map(|p| pb::PackageRef {
+                    name: p.name.clone(),
+                    version: p.version.clone().unwrap_or_default(),
+                })
+                .collect(),
+            source: i.source.clone(),
+            scope: i.scope.clone(),
+            flags: i.flags.clone(),
+            warnings: i.warnings.clone(),
+            scripts_enabled: i.scripts_enabled,
+        }),
+        justification: c.justification.clone().unwrap_or_default(),
+    }
+}
+
+fn exit_to_proto(s: ExitSummary) -> pb::ExitEvent {
+    pb::ExitEvent {
+        code: s.code.unwrap_or(-1),
+        signal: s.signal.unwrap_or(0),
+        duration_ms: s.duration_ms,
+        timed_out: s.timed_out,
+        refused: s.refusal.is_some(),
+        refusal: s.refusal.unwrap_or_default(),
+        stdout_dropped_bytes: s.stdout_dropped,
+        stderr_dropped_bytes: s.stderr_dropped,
+        redactions: s.redactions,
+        pre_checkpoint_id: s.pre_checkpoint_id.unwrap_or_default(),
+        post_checkpoint_id: s.post_checkpoint_id.unwrap_or_default(),
+        approval_request_id: s.approval_request_id.unwrap_or_default(),
+    }
+}
+
+/// Domain exec event -> proto.
+pub(crate) fn event_to_proto(e: ExecEvent) -> pb::ExecEvent {
+    let event = match e {
+        ExecEvent::Decision {
+            classification,
+            profile,
+        } => Event::Decision(pb::DecisionEvent {
+            classification: Some(classification_to_proto(&classification)),
+            profile: profile.map(|p| p.as_str().to_string()).unwrap_or_default(),
+        }),
+        ExecEvent::Started {
+            pid,
+            started_at_ms,
+            landlock,
+            profile,
+        } => Event::Started(pb::StartedEvent {
+            pid,
+            started_at_ms,
+            landlock: landlock.as_str().into(),
+            profile: profile.as_str().into(),
+        }),
+        ExecEvent::Stdout(data) => Event::Stdout(pb::OutputChunk { data }),
+        ExecEvent::Stderr(data) => Event::Stderr(pb::OutputChunk { data }),
+        ExecEvent::Checkpoint {
+            id,
+            kind,
+            root_hash,
+        } => Event::Checkpoint(pb::CheckpointEvent {
+            checkpoint_id: id,
+            kind,
+            root_hash,
+        }),
+        ExecEvent::Exit(s) => Event::Exit(exit_to_proto(s)),
+    };
+    pb::ExecEvent { event: Some(event) }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ExecEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Exec for ExecService {
+    type ExecStream = EventStream;
+
+    async fn exec(
+        &self,
+        req: Request<pb::ExecRequest>,
+    ) -> Result<Response<Self::ExecStream>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let params = ExecParams {
+            session_id: r.session_id,
+            command: r.command,
+            timeout_ms: r.timeout_ms,
+            cwd: r.cwd,
+            approve: r.approve,
+            run_id: r.run_id,
+            step_id: r.step_id,
+            tool_call_id: r.tool_call_id,
+            output_limit_bytes: r.output_limit_bytes,
+        };
+        // Schema errors and unknown sessions are statuses, before the stream.
+        validate(&params).map_err(status)?;
+        self.mgr
+            .open_session_for(&params.session_id, peer)
+            .map_err(status)?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
+        let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ExecEvent, Status>>(64);
+        let mgr = self.mgr.clone();
+        tokio::spawn(async move {
+            let run = mgr.exec(peer, params, tx);
+            tokio::pin!(run);
+            let mut done = false;
+            loop {
+                tokio::select! {
+                    r = &mut run, if !done => {
+                        done = true;
+                        if let Err(e) = r {
+                            let _ = out_tx.send(Err(status(e))).await;
+                        }
+                    }
+                    ev = rx.recv() => match ev {
+                        Some(ev) => {
+                            if out_tx.send(Ok(event_to_proto(ev))).await.is_err() {
+                                // The client went away: dropping rx makes the
+                                // pipeline see tx.closed() and kill the command.
+                                break;
+                            }
+                        }
+                        None => break,
+                    }
+                }
+            }
+            // Finish the pipeline (it kills the command if rx was dropped).
+            drop(rx);
+            if !done {
+                let _ = run.await;
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(out_rx),
+        )))
+    }
+}

@@ -1,0 +1,198 @@
+//! Services whose modules have not landed yet answer UNIMPLEMENTED with the
+//! name of what is missing. Each is replaced by its own file when it lands.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::proto::v1::{self as pb, *};
+use crate::session::SessionManager;
+
+fn todo(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "{what} is not implemented in this build of wardend"
+    ))
+}
+
+pub(super) fn add(
+    routes: tonic::service::Routes,
+    mgr: Arc<SessionManager>,
+) -> tonic::service::Routes {
+    let _ = &mgr;
+    routes
+        .add_service(files_server::FilesServer::new(Files))
+        .add_service(checkpoints_server::CheckpointsServer::new(Checkpoints))
+        .add_service(approvals_server::ApprovalsServer::new(Approvals))
+        .add_service(audit_server::AuditServer::new(Audit))
+        .add_service(runs_server::RunsServer::new(Runs))
+        .add_service(traces_server::TracesServer::new(Traces))
+}
+
+pub struct Files;
+#[tonic::async_trait]
+impl files_server::Files for Files {
+    async fn read_file(
+        &self,
+        _: Request<pb::ReadFileRequest>,
+    ) -> Result<Response<pb::ReadFileResponse>, Status> {
+        Err(todo("Files.ReadFile"))
+    }
+    async fn write_file(
+        &self,
+        _: Request<pb::WriteFileRequest>,
+    ) -> Result<Response<pb::WriteFileResponse>, Status> {
+        Err(todo("Files.WriteFile"))
+    }
+    async fn apply_patch(
+        &self,
+        _: Request<pb::ApplyPatchRequest>,
+    ) -> Result<Response<pb::ApplyPatchResponse>, Status> {
+        Err(todo("Files.ApplyPatch"))
+    }
+    async fn list_dir(
+        &self,
+        _: Request<pb::ListDirRequest>,
+    ) -> Result<Response<pb::ListDirResponse>, Status> {
+        Err(todo("Files.ListDir"))
+    }
+    async fn grep(
+        &self,
+        _: Request<pb::GrepRequest>,
+    ) -> Result<Response<pb::GrepResponse>, Status> {
+        Err(todo("Files.Grep"))
+    }
+}
+
+pub struct Checkpoints;
+#[tonic::async_trait]
+impl checkpoints_server::Checkpoints for Checkpoints {
+    async fn list_checkpoints(
+        &self,
+        _: Request<pb::ListCheckpointsRequest>,
+    ) -> Result<Response<pb::ListCheckpointsResponse>, Status> {
+        Err(todo("Checkpoints.ListCheckpoints"))
+    }
+    async fn get_checkpoint(
+        &self,
+        _: Request<pb::GetCheckpointRequest>,
+    ) -> Result<Response<pb::Checkpoint>, Status> {
+        Err(todo("Checkpoints.GetCheckpoint"))
+    }
+    async fn diff_checkpoints(
+        &self,
+        _: Request<pb::DiffCheckpointsRequest>,
+    ) -> Result<Response<pb::DiffCheckpointsResponse>, Status> {
+        Err(todo("Checkpoints.DiffCheckpoints"))
+    }
+    async fn rollback(
+        &self,
+        _: Request<pb::RollbackRequest>,
+    ) -> Result<Response<pb::RollbackResponse>, Status> {
+        Err(todo("Checkpoints.Rollback"))
+    }
+}
+
+pub struct Approvals;
+#[tonic::async_trait]
+impl approvals_server::Approvals for Approvals {
+    async fn list_approvals(
+        &self,
+        _: Request<pb::ListApprovalsRequest>,
+    ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
+        Err(todo("Approvals.ListApprovals"))
+    }
+    async fn get_approval(
+        &self,
+        _: Request<pb::GetApprovalRequest>,
+    ) -> Result<Response<pb::ApprovalRequest>, Status> {
+        Err(todo("Approvals.GetApproval"))
+    }
+    async fn approve(
+        &self,
+        _: Request<pb::ApproveRequest>,
+    ) -> Result<Response<pb::ApprovalRequest>, Status> {
+        Err(todo("Approvals.Approve"))
+    }
+}
+
+pub struct Audit;
+type AuditStream = Pin<Box<dyn Stream<Item = Result<pb::AuditRecord, Status>> + Send>>;
+#[tonic::async_trait]
+impl audit_server::Audit for Audit {
+    type ListAuditStream = AuditStream;
+    async fn list_audit(
+        &self,
+        _: Request<pb::ListAuditRequest>,
+    ) -> Result<Response<Self::ListAuditStream>, Status> {
+        Err(todo("Audit.ListAudit"))
+    }
+    async fn verify_audit(
+        &self,
+        _: Request<pb::VerifyAuditRequest>,
+    ) -> Result<Response<pb::VerifyAuditResponse>, Status> {
+        Err(todo("Audit.VerifyAudit"))
+    }
+}
+
+pub struct Runs;
+#[tonic::async_trait]
+impl runs_server::Runs for Runs {
+    async fn create_run(
+        &self,
+        _: Request<pb::CreateRunRequest>,
+    ) -> Result<Response<pb::Run>, Status> {
+        Err(todo("Runs.CreateRun"))
+    }
+    async fn get_run(&self, _: Request<pb::GetRunRequest>) -> Result<Response<pb::Run>, Status> {
+        Err(todo("Runs.GetRun"))
+    }
+    async fn list_runs(
+        &self,
+        _: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        Err(todo("Runs.ListRuns"))
+    }
+    async fn record_run_state(
+        &self,
+        _: Request<pb::RecordRunStateRequest>,
+    ) -> Result<Response<pb::Run>, Status> {
+        Err(todo("Runs.RecordRunState"))
+    }
+    async fn finish_run(
+        &self,
+        _: Request<pb::FinishRunRequest>,
+    ) -> Result<Response<pb::Run>, Status> {
+        Err(todo("Runs.FinishRun"))
+    }
+    async fn resume(
+        &self,
+        _: Request<pb::ResumeRequest>,
+    ) -> Result<Response<pb::ResumePlan>, Status> {
+        Err(todo("Runs.Resume"))
+    }
+}
+
+pub struct Traces;
+#[tonic::async_trait]
+impl traces_server::Traces for Traces {
+    async fn export_spans(
+        &self,
+        _: Request<pb::ExportSpansRequest>,
+    ) -> Result<Response<pb::ExportSpansResponse>, Status> {
+        Err(todo("Traces.ExportSpans"))
+    }
+    async fn list_traces(
+        &self,
+        _: Request<pb::ListTracesRequest>,
+    ) -> Result<Response<pb::ListTracesResponse>, Status> {
+        Err(todo("Traces.ListTraces"))
+    }
+    async fn get_trace(
+        &self,
+        _: Request<pb::GetTraceRequest>,
+    ) -> Result<Response<pb::GetTraceResponse>, Status> {
+        Err(todo("Traces.GetTrace"))
+    }
+}

@@ -1,0 +1,504 @@
+//! The pipeline of one shell command (DESIGN.md, "The pipeline of one tool
+//! call"): validate -> classify -> decide -> checkpoint (pre) -> spawn in the
+//! sandbox -> stream redacted output -> checkpoint (post) -> exit.
+//!
+//! Events are sent in order on an mpsc channel; the gRPC layer converts them.
+//! When the receiver goes away (client disconnected) the command is killed.
+
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+use super::{Peer, Session, SessionError, SessionManager};
+use crate::policy::{Classification, ClassifyContext, Decision};
+use crate::redact::{Redactor, StreamRedactor};
+use crate::sandbox::{Enforcement, Profile, SpawnRequest};
+
+/// Longest accepted command, bytes.
+pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+/// Longest accepted timeout, ms (24 h).
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+/// Largest accepted per-stream output cap, bytes (256 MiB).
+pub const MAX_OUTPUT_LIMIT_BYTES: u64 = 256 << 20;
+/// How long output readers may keep draining after the command's init
+/// process ended, ms.
+const DRAIN_GRACE_MS: u64 = 2_000;
+/// Size of one read from a command's pipe, bytes.
+const CHUNK_BYTES: usize = 32 * 1024;
+
+/// One Exec call, as validated by the server layer.
+#[derive(Debug, Clone, Default)]
+pub struct ExecParams {
+    pub session_id: String,
+    pub command: String,
+    /// 0 means the policy default.
+    pub timeout_ms: u64,
+    /// Relative to the workspace root; empty is the root.
+    pub cwd: String,
+    /// Grant once if the policy asks (`--yes`).
+    pub approve: bool,
+    pub run_id: String,
+    pub step_id: String,
+    pub tool_call_id: String,
+    /// 0 means the policy default.
+    pub output_limit_bytes: u64,
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExitSummary {
+    /// Exit status; `None` when killed by a signal or never run.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub timed_out: bool,
+    /// Set when policy or approval refused the call: the reason, starting
+    /// `denied` or `approval required`.
+    pub refusal: Option<String>,
+    pub stdout_dropped: u64,
+    pub stderr_dropped: u64,
+    pub redactions: u32,
+    pub pre_checkpoint_id: Option<String>,
+    pub post_checkpoint_id: Option<String>,
+    pub approval_request_id: Option<String>,
+}
+
+/// Events of one Exec call, in stream order.
+#[derive(Debug, Clone)]
+pub enum ExecEvent {
+    Decision {
+        classification: Classification,
+        profile: Option<Profile>,
+    },
+    Started {
+        pid: u32,
+        started_at_ms: i64,
+        landlock: Enforcement,
+        profile: Profile,
+    },
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    Checkpoint {
+        id: String,
+        kind: String,
+        root_hash: String,
+    },
+    Exit(ExitSummary),
+}
+
+/// Validates an Exec request before anything is classified (schema layer).
+///
+/// Errors (InvalidArgument): empty or whitespace-only command, NUL byte,
+/// longer than [`MAX_COMMAND_BYTES`], timeout over [`MAX_TIMEOUT_MS`], output
+/// cap over [`MAX_OUTPUT_LIMIT_BYTES`], a cwd that is absolute or leaves the
+/// workspace.
+pub fn validate(p: &ExecParams) -> Result<(), SessionError> {
+    if p.command.contains('\0') {
+        return Err(SessionError::InvalidArgument(
+            "command contains a NUL byte".into(),
+        ));
+    }
+    if p.command.trim().is_empty() {
+        return Err(SessionError::InvalidArgument("command is empty".into()));
+    }
+    if p.command.len() > MAX_COMMAND_BYTES {
+        return Err(SessionError::InvalidArgument(format!(
+            "command is {} bytes, over the {MAX_COMMAND_BYTES}-byte limit",
+            p.command.len()
+        )));
+    }
+    if p.timeout_ms > MAX_TIMEOUT_MS {
+        return Err(SessionError::InvalidArgument(format!(
+            "timeout_ms {} is over the maximum {MAX_TIMEOUT_MS} (24 h)",
+            p.timeout_ms
+        )));
+    }
+    if p.output_limit_bytes > MAX_OUTPUT_LIMIT_BYTES {
+        return Err(SessionError::InvalidArgument(format!(
+            "output_limit_bytes {} is over the maximum {MAX_OUTPUT_LIMIT_BYTES}",
+            p.output_limit_bytes
+        )));
+    }
+    relative_cwd(&p.cwd)?;
+    Ok(())
+}
+
+fn relative_cwd(cwd: &str) -> Result<PathBuf, SessionError> {
+    if cwd.contains('\0') {
+        return Err(SessionError::InvalidArgument(
+            "cwd contains a NUL byte".into(),
+        ));
+    }
+    let p = Path::new(cwd);
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => {
+                return Err(SessionError::InvalidArgument(format!(
+                    "cwd {cwd:?} must be relative to the workspace and stay inside it"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The clean environment every command starts from: nothing of the daemon's
+/// own environment leaks but `PATH` and `HOME` (DESIGN.md; issue 2).
+pub fn base_env() -> Vec<(String, String)> {
+    let path = std::env::var("PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let home = std::env::var("HOME")
+        .ok()
+        .filter(|h| h.starts_with('/'))
+        .unwrap_or_else(|| "/".into());
+    vec![
+        ("PATH".into(), path),
+        ("HOME".into(), home),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("TERM".into(), "dumb".into()),
+        ("PAGER".into(), "cat".into()),
+        ("GIT_PAGER".into(), "cat".into()),
+    ]
+}
+
+impl SessionManager {
+    /// Runs one Exec call to completion, sending its events on `tx`. The call
+    /// always ends with an [`ExecEvent::Exit`] unless it fails before
+    /// classification (then the error is returned and nothing was sent) or
+    /// the receiver went away.
+    pub async fn exec(
+        self: &Arc<Self>,
+        peer: Peer,
+        p: ExecParams,
+        tx: mpsc::Sender<ExecEvent>,
+    ) -> Result<(), SessionError> {
+        validate(&p)?;
+        let session = self.open_session_for(&p.session_id, peer)?;
+        let cwd_rel = relative_cwd(&p.cwd)?;
+        let cwd = resolve_cwd(&session.workspace, &cwd_rel)?;
+        let settings = &session.policy.file.exec;
+        let timeout_ms = if p.timeout_ms == 0 {
+            settings.timeout_ms
+        } else {
+            p.timeout_ms
+        };
+        let limit = if p.output_limit_bytes == 0 {
+            settings.output_limit_bytes
+        } else {
+            p.output_limit_bytes
+        };
+
+        // 1. Classify and decide (policy).
+        let ctx = ClassifyContext {
+            workspace: Some(session.workspace.clone()),
+            cwd: Some(cwd_rel.clone()),
+        };
+        let classification = session.policy.classify(&p.command, &ctx);
+        let profile = Profile::for_tier(classification.tier).unwrap_or(Profile::Write);
+        let decision = classification.decision;
+        let _ = tx
+            .send(ExecEvent::Decision {
+                classification: classification.clone(),
+                profile: Some(profile),
+            })
+            .await;
+
+        // 2. Approval. HOOK(approval): the approvals module replaces this
+        // placeholder (ask => run only with a once-grant from `approve`).
+        let refusal = match decision {
+            Decision::Allow => None,
+            Decision::Deny => Some(format!("denied: {}", refusal_reason(&classification))),
+            Decision::Ask if p.approve => None,
+            Decision::Ask => Some(format!(
+                "approval required: {}",
+                refusal_reason(&classification)
+            )),
+        };
+        if let Some(refusal) = refusal {
+            let _ = tx
+                .send(ExecEvent::Exit(ExitSummary {
+                    refusal: Some(refusal),
+                    ..Default::default()
+                }))
+                .await;
+            return Ok(());
+        }
+
+        // 3. HOOK(checkpoint): pre-checkpoint of the workspace.
+
+        // 4. Spawn in the sandbox.
+        let summary = self
+            .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
+            .await?;
+
+        // 5. HOOK(checkpoint): post-checkpoint (not needed for safe-read).
+        // HOOK(audit): exec end.
+        let _ = tx.send(ExecEvent::Exit(summary)).await;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_confined(
+        self: &Arc<Self>,
+        session: &Session,
+        command: &str,
+        cwd: PathBuf,
+        profile: Profile,
+        timeout_ms: u64,
+        limit: u64,
+        tx: &mpsc::Sender<ExecEvent>,
+    ) -> Result<ExitSummary, SessionError> {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let req = SpawnRequest {
+            argv: vec!["bash".into(), "-c".into(), command.to_string()],
+            env: base_env(),
+            workspace: session.workspace.clone(),
+            cwd,
+            profile,
+            settings: session.policy.file.sandbox.clone(),
+        };
+        let started = Instant::now();
+        let mut child = self
+            .spawner()
+            .spawn(req, out_w, err_w)
+            .await
+            .map_err(|e| SessionError::Internal(format!("could not start the command: {e}")))?;
+        let key = match self.register_running(child.kill_handle()) {
+            Ok(k) => k,
+            Err(e) => {
+                child.kill();
+                return Err(e);
+            }
+        };
+        let _ = tx
+            .send(ExecEvent::Started {
+                pid: child.pid,
+                started_at_ms: crate::now_ms(),
+                landlock: child.landlock,
+                profile,
+            })
+            .await;
+
+        let redactor = Redactor::new(&session.policy.file.redact);
+        let out_task = tokio::spawn(pump(
+            out_r,
+            limit,
+            StreamRedactor::new(redactor.clone()),
+            tx.clone(),
+            ExecEvent::Stdout,
+        ));
+        let err_task = tokio::spawn(pump(
+            err_r,
+            limit,
+            StreamRedactor::new(redactor),
+            tx.clone(),
+            ExecEvent::Stderr,
+        ));
+
+        let mut timed_out = false;
+        let exit = tokio::select! {
+            r = child.wait() => r,
+            _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
+                timed_out = true;
+                child.kill();
+                child.wait().await
+            }
+            _ = tx.closed() => {
+                child.kill();
+                child.wait().await
+            }
+        };
+        self.unregister_running(key);
+        let exit =
+            exit.map_err(|e| SessionError::Internal(format!("waiting for the command: {e}")))?;
+        // Every process of the command is gone with its pid namespace; the
+        // readers see EOF. Bound the wait anyway so nothing can hang the call.
+        let (out, err) = drain(out_task, err_task).await;
+        Ok(ExitSummary {
+            code: exit.code,
+            signal: exit.signal,
+            duration_ms: started.elapsed().as_millis() as u64,
+            timed_out,
+            stdout_dropped: out.dropped,
+            stderr_dropped: err.dropped,
+            redactions: out.redactions + err.redactions,
+            ..Default::default()
+        })
+    }
+}
+
+fn refusal_reason(c: &Classification) -> String {
+    let mut s = format!("tier {}", c.tier);
+    if let Some(rule) = &c.rule {
+        s.push_str(&format!(", rule {rule}"));
+    }
+    if let Some(first) = c.reasons.first() {
+        s.push_str(&format!(": {first}"));
+    }
+    s
+}
+
+fn resolve_cwd(root: &Path, rel: &Path) -> Result<PathBuf, SessionError> {
+    let joined = root.join(rel);
+    let canon = std::fs::canonicalize(&joined)
+        .map_err(|e| SessionError::InvalidArgument(format!("cwd {}: {e}", rel.display())))?;
+    if !canon.starts_with(root) {
+        return Err(SessionError::PermissionDenied(format!(
+            "cwd {} leaves the workspace",
+            rel.display()
+        )));
+    }
+    if !canon.is_dir() {
+        return Err(SessionError::InvalidArgument(format!(
+            "cwd {} is not a directory",
+            rel.display()
+        )));
+    }
+    Ok(canon)
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SessionError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SessionError::Internal(format!("pipe2: {e}")))
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PumpResult {
+    dropped: u64,
+    redactions: u32,
+}
+
+/// Reads one output stream, enforcing the cap (counted on raw bytes) and
+/// redacting before anything is sent. Past the cap, bytes are read and
+/// dropped (so the command never blocks on a full pipe) and counted; a
+/// truncation marker with the count ends the stream.
+async fn pump(
+    fd: OwnedFd,
+    limit: u64,
+    mut redactor: StreamRedactor,
+    tx: mpsc::Sender<ExecEvent>,
+    wrap: fn(Vec<u8>) -> ExecEvent,
+) -> PumpResult {
+    let mut res = PumpResult::default();
+    let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else {
+        return res;
+    };
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut kept: u64 = 0;
+    loop {
+        let n = match rx.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let room = limit.saturating_sub(kept) as usize;
+        let take = n.min(room);
+        kept += take as u64;
+        res.dropped += (n - take) as u64;
+        if take > 0 {
+            let out = redactor.push(&buf[..take]);
+            if !out.is_empty() && tx.send(wrap(out)).await.is_err() {
+                return res;
+            }
+        }
+    }
+    let mut tail = redactor.finish();
+    if res.dropped > 0 {
+        tail.extend_from_slice(
+            format!(
+                "\n[warden: output truncated at {limit} bytes; {} bytes dropped]\n",
+                res.dropped
+            )
+            .as_bytes(),
+        );
+    }
+    if !tail.is_empty() {
+        let _ = tx.send(wrap(tail)).await;
+    }
+    res.redactions = redactor.redactions();
+    res
+}
+
+async fn drain(
+    out: tokio::task::JoinHandle<PumpResult>,
+    err: tokio::task::JoinHandle<PumpResult>,
+) -> (PumpResult, PumpResult) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(DRAIN_GRACE_MS);
+    let mut results = [PumpResult::default(); 2];
+    for (i, mut h) in [out, err].into_iter().enumerate() {
+        match tokio::time::timeout_at(deadline, &mut h).await {
+            Ok(Ok(r)) => results[i] = r,
+            _ => h.abort(),
+        }
+    }
+    (results[0], results[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(cmd: &str) -> ExecParams {
+        ExecParams {
+            session_id: "s".into(),
+            command: cmd.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_invalid_arguments() {
+        for (p, needle) in [
+            (params(""), "empty"),
+            (params("   \n"), "empty"),
+            (params("echo a\0b"), "NUL"),
+            (
+                ExecParams {
+                    timeout_ms: MAX_TIMEOUT_MS + 1,
+                    ..params("true")
+                },
+                "timeout",
+            ),
+            (
+                ExecParams {
+                    cwd: "../x".into(),
+                    ..params("true")
+                },
+                "cwd",
+            ),
+            (
+                ExecParams {
+                    cwd: "/etc".into(),
+                    ..params("true")
+                },
+                "cwd",
+            ),
+            (params(&"x".repeat(MAX_COMMAND_BYTES + 1)), "limit"),
+        ] {
+            match validate(&p) {
+                Err(SessionError::InvalidArgument(m)) => assert!(m.contains(needle), "{m}"),
+                other => panic!("{p:?}: {other:?}"),
+            }
+        }
+        assert!(validate(&ExecParams {
+            cwd: "./src/.".into(),
+            ..params("true")
+        })
+        .is_ok());
+    }
+
+    #[test]
+    fn base_env_is_clean() {
+        let keys: Vec<_> = base_env().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["PATH", "HOME", "LANG", "TERM", "PAGER", "GIT_PAGER"]);
+    }
+}
