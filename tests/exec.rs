@@ -1,1 +1,681 @@
+//! End-to-end tests of the foundation (issue 2): a real `wardend` on its own
+//! socket and state dir, driven by the typed client and by the real `warden`
+//! CLI. Exit codes, stream separation, streaming, timeouts killing a process
+//! tree, the output cap, environment and fd hygiene, peer authentication,
+//! restart after SIGKILL, and every bad input.
 
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use warden_tests::{exec, pb, session, workspace, Daemon};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn req(session_id: &str, command: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        session_id: session_id.into(),
+        command: command.into(),
+        approve: true,
+        ..Default::default()
+    }
+}
+
+fn cli_exec(d: &Daemon, ws: &Path, args: &[&str]) -> std::process::Output {
+    let mut full = vec!["exec", "--workspace", ws.to_str().unwrap()];
+    full.extend_from_slice(args);
+    d.run(&full)
+}
+
+#[test]
+fn cli_exit_codes_follow_the_command() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let cases: &[(&[&str], i32)] = &[
+        (&["--yes", "--", "true"], 0),
+        (&["--yes", "--", "exit 3"], 3),
+        // Words are joined with spaces into one bash script, as ssh does.
+        (&["--yes", "--", "exit", "7"], 7),
+        (&["--yes", "--", "kill -9 $$"], 128 + 9),
+        (&["--yes", "--", "kill -TERM $$"], 128 + 15),
+        (&["--yes", "--timeout", "1", "--", "sleep 30"], 124),
+    ];
+    for (args, want) in cases {
+        let out = cli_exec(&d, ws.path(), args);
+        assert_eq!(
+            out.status.code(),
+            Some(*want),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn cli_refusals_exit_126_with_the_reason() {
+    let d = Daemon::start();
+    let ws = workspace();
+    // The default policy asks for writes: without --yes and without a
+    // terminal the CLI refuses.
+    let out = cli_exec(&d, ws.path(), &["--", "touch", "made-by-ask"]);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("warden: approval required"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!ws.path().join("made-by-ask").exists());
+    // strict denies writes, and --yes never overrides a deny.
+    let out = cli_exec(
+        &d,
+        ws.path(),
+        &["--policy", "strict", "--yes", "--", "touch", "made-by-deny"],
+    );
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("warden: denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!ws.path().join("made-by-deny").exists());
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn cli_stdout_carries_only_the_commands_stdout() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let out = cli_exec(
+        &d,
+        ws.path(),
+        &["--yes", "--", "echo out; echo err >&2; echo out2"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\nout2\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+}
+
+#[test]
+fn output_streams_before_the_command_ends() {
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        use tokio_stream::StreamExt;
+        let c = d.client().await;
+        let sid = session(&c, ws.path(), "default").await;
+        let start = Instant::now();
+        let mut s = c
+            .exec_client()
+            .exec(req(&sid, "echo first; sleep 2; echo second"))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut first_at = None;
+        let mut exit_at = None;
+        while let Some(ev) = s.next().await {
+            match ev.unwrap().event.unwrap() {
+                pb::exec_event::Event::Stdout(ch) if first_at.is_none() => {
+                    assert!(String::from_utf8_lossy(&ch.data).starts_with("first"));
+                    first_at = Some(start.elapsed());
+                }
+                pb::exec_event::Event::Exit(_) => exit_at = Some(start.elapsed()),
+                _ => {}
+            }
+        }
+        let (first, exit) = (first_at.expect("a stdout chunk"), exit_at.expect("an exit"));
+        assert!(exit >= Duration::from_secs(2));
+        assert!(
+            exit - first >= Duration::from_millis(1500),
+            "first chunk at {first:?}, exit at {exit:?}: not streamed"
+        );
+    });
+}
+
+#[test]
+fn timeout_kills_the_whole_process_tree_including_a_setsid_grandchild() {
+    let d = Daemon::start();
+    let ws = workspace();
+    // The grandchild leaves the command's session and process group; only a
+    // pid namespace (or cgroup) kill reaches it. If it survives, it writes
+    // the marker after 2 s.
+    let script =
+        "setsid bash -c 'sleep 2; echo alive > escaped' </dev/null >/dev/null 2>&1 & sleep 60";
+    let t = Instant::now();
+    let out = cli_exec(&d, ws.path(), &["--yes", "--timeout", "1", "--", script]);
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !ws.path().join("escaped").exists(),
+        "a setsid grandchild outlived the timeout"
+    );
+}
+
+#[test]
+fn output_is_capped_with_a_marker_and_a_count() {
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        let c = d.client().await;
+        let sid = session(&c, ws.path(), "default").await;
+        let r = exec(&c, req(&sid, "head -c 3000000 /dev/zero; echo done >&2"))
+            .await
+            .unwrap();
+        let cap = 1usize << 20;
+        assert_eq!(r.exit().stdout_dropped_bytes, 3_000_000 - cap as u64);
+        assert!(r.stdout[..cap].iter().all(|b| *b == 0));
+        let tail = String::from_utf8_lossy(&r.stdout[cap..]);
+        assert!(
+            tail.contains("truncated") && tail.contains(&(3_000_000 - cap).to_string()),
+            "{tail}"
+        );
+        assert_eq!(r.stderr_str(), "done\n");
+        assert_eq!(r.exit().code, 0);
+        // A per-call cap below the default.
+        let r = exec(
+            &c,
+            pb::ExecRequest {
+                output_limit_bytes: 10,
+                ..req(&sid, "echo 0123456789abcdef")
+            },
+        )
+        .await
+        .unwrap();
+        assert!(r
+            .stdout
+            .starts_with(b"0123456789\n[warden: output truncated"));
+        assert_eq!(r.exit().stdout_dropped_bytes, 7);
+    });
+}
+
+#[test]
+fn the_daemons_environment_does_not_leak() {
+    let mut d = Daemon::start_with(&[]);
+    d.kill9();
+    // Restart with canaries in the daemon's own environment.
+    let log = std::fs::File::create(d.dir.path().join("canary.log")).unwrap();
+    let child = d
+        .command()
+        .env("WARDEN_CANARY", "canary-4242")
+        .env("AWS_SECRET_ACCESS_KEY", "canary-aws")
+        .env("LD_PRELOAD", "/nonexistent/canary.so")
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    d.child = Some(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ws = workspace();
+    let out = cli_exec(&d, ws.path(), &["--yes", "--", "env"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !env.contains("canary"),
+        "daemon env leaked into the command:\n{env}"
+    );
+    for want in [
+        "PATH=",
+        "HOME=",
+        "LANG=",
+        "TERM=dumb",
+        "PAGER=cat",
+        "GIT_PAGER=cat",
+    ] {
+        assert!(
+            env.lines().any(|l| l.starts_with(want)),
+            "{want} missing:\n{env}"
+        );
+    }
+}
+
+#[test]
+fn only_fds_0_to_2_reach_the_command_and_stdin_is_dev_null() {
+    let mut d = Daemon::start();
+    d.kill9();
+    // Give the daemon an inherited, non-CLOEXEC fd 7; the command must not see it.
+    let log = std::fs::File::create(d.dir.path().join("fd.log")).unwrap();
+    let leak = std::fs::File::create(d.dir.path().join("leaky")).unwrap();
+    let leak_fd = std::os::fd::AsRawFd::as_raw_fd(&leak);
+    let mut cmd = d.command();
+    cmd.stderr(log);
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(leak_fd, 7) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    d.child = Some(cmd.spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ws = workspace();
+    let out = cli_exec(
+        &d,
+        ws.path(),
+        &[
+            "--yes",
+            "--",
+            "cd /proc/self/fd && echo * && readlink /proc/$$/fd/0",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    let mut lines = s.lines();
+    // `echo` is a builtin: the fds listed are bash's own (0, 1, 2 and the
+    // directory fd of the glob, which bash closes before printing: 3 at most).
+    let fds: Vec<u32> = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert!(fds.iter().all(|f| *f <= 3), "unexpected fds {fds:?}");
+    assert!(!fds.contains(&7), "inherited fd 7 leaked: {fds:?}");
+    assert_eq!(
+        lines.next(),
+        Some("/dev/null"),
+        "stdin is not /dev/null: {s}"
+    );
+}
+
+/// Copies the CLI where an unprivileged uid can run it, and opens the
+/// daemon's socket to everyone so the daemon's own check is what refuses.
+fn as_nobody(d: &Daemon) -> Option<std::path::PathBuf> {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            !warden_tests::require_sandbox(),
+            "WARDEN_REQUIRE_SANDBOX=1 but the peer-uid test needs root"
+        );
+        eprintln!("skipped: not root");
+        return None;
+    }
+    let bin = d.dir.path().join("warden-nobody");
+    std::fs::copy(warden_tests::warden_bin(), &bin).unwrap();
+    for (p, m) in [
+        (d.dir.path(), 0o755),
+        (d.socket.parent().unwrap(), 0o755),
+        (d.socket.as_path(), 0o666),
+        (bin.as_path(), 0o755),
+    ] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    }
+    Some(bin)
+}
+
+fn run_as(uid: u32, bin: &Path, d: &Daemon, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.env_clear()
+        .env("WARDEN_SOCKET", &d.socket)
+        .env("HOME", "/")
+        .arg("--no-autostart")
+        .args(args)
+        .current_dir("/");
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(uid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_peer_with_the_wrong_uid_is_refused() {
+    let d = Daemon::start();
+    let Some(bin) = as_nobody(&d) else { return };
+    let ws = workspace();
+    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run_as(
+        65534,
+        &bin,
+        &d,
+        &[
+            "exec",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            "--",
+            "touch",
+            "x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("uid 65534 is not allowed"), "{err}");
+    assert!(!ws.path().join("x").exists());
+}
+
+#[test]
+fn an_allowed_peer_may_only_open_workspaces_it_could_write() {
+    let d = Daemon::start_with(&["--allow-uid", "65534"]);
+    let Some(bin) = as_nobody(&d) else { return };
+    let ws = workspace(); // root-owned 0700: nobody cannot write it
+    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run_as(
+        65534,
+        &bin,
+        &d,
+        &[
+            "exec",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot write workspace"), "{err}");
+    // A directory nobody may write is fine.
+    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run_as(
+        65534,
+        &bin,
+        &d,
+        &[
+            "exec",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            "--",
+            "echo ok",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_daemon_killed_with_sigkill_restarts_on_the_same_socket() {
+    let mut d = Daemon::start();
+    let ws = workspace();
+    assert_eq!(
+        cli_exec(&d, ws.path(), &["--yes", "--", "true"])
+            .status
+            .code(),
+        Some(0)
+    );
+    d.kill9();
+    assert!(
+        d.socket.exists(),
+        "a killed daemon leaves its socket behind"
+    );
+    d.restart();
+    let out = cli_exec(&d, ws.path(), &["--yes", "--", "echo back"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "back\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And a clean shutdown removes the socket.
+    let st = d.terminate().unwrap();
+    assert!(st.success(), "{st}");
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn a_second_daemon_on_a_busy_socket_or_state_dir_is_refused() {
+    let d = Daemon::start();
+    let out = d.command().output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in use"), "{err}");
+    // Same state dir, another socket.
+    let other = d.dir.path().join("other.sock");
+    let out = std::process::Command::new(warden_tests::wardend_bin())
+        .arg("--socket")
+        .arg(&other)
+        .arg("--state-dir")
+        .arg(&d.state_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in use by another wardend"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The first daemon still serves.
+    let ws = workspace();
+    assert_eq!(
+        cli_exec(&d, ws.path(), &["--yes", "--", "true"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn bad_requests_get_clear_statuses() {
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        let c = d.client().await;
+        let code_of = |r: Result<warden_tests::ExecResult, tonic::Status>| {
+            r.map(|_| tonic::Code::Ok).unwrap_or_else(|s| s.code())
+        };
+        // Unknown session.
+        let r = exec(&c, req("no-such-session", "true")).await;
+        assert_eq!(code_of(r), tonic::Code::NotFound);
+        let sid = session(&c, ws.path(), "default").await;
+        for (cmd, what) in [("", "empty"), ("  \t\n", "empty"), ("echo a\0b", "NUL")] {
+            let e = exec(&c, req(&sid, cmd)).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{cmd:?}");
+            assert!(e.message().contains(what), "{}", e.message());
+        }
+        let e = exec(
+            &c,
+            pb::ExecRequest {
+                timeout_ms: 400 * 86_400_000,
+                ..req(&sid, "true")
+            },
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains("timeout"));
+        let e = exec(
+            &c,
+            pb::ExecRequest {
+                cwd: "../..".into(),
+                ..req(&sid, "true")
+            },
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        // Workspaces.
+        let mk = |w: String| pb::CreateSessionRequest {
+            workspace: w,
+            ..Default::default()
+        };
+        let mut s = c.sessions();
+        let missing = ws.path().join("missing").to_string_lossy().into_owned();
+        let e = s.create_session(mk(missing)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains("does not exist"), "{}", e.message());
+        std::fs::write(ws.path().join("file"), "x").unwrap();
+        let e = s
+            .create_session(mk(ws.path().join("file").to_string_lossy().into_owned()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains("not a directory"));
+        let e = s
+            .create_session(mk("relative/dir".into()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        // A workspace that contains the daemon's state dir.
+        let e = s
+            .create_session(mk(d.dir.path().to_string_lossy().into_owned()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{}", e.message());
+        // A policy that does not parse.
+        let e = s
+            .create_session(pb::CreateSessionRequest {
+                workspace: ws.path().to_string_lossy().into_owned(),
+                policy_name: "broken".into(),
+                policy_toml: "[tiers]\nwrite = \"sometimes\"\n".into(),
+                labels: Default::default(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        // A closed session.
+        c.close_session(&sid).await.unwrap();
+        let e = exec(&c, req(&sid, "true")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    });
+    // The CLI's own checks.
+    let out = d.run(&["exec", "--timeout", "0", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
+    let out = d.run(&[
+        "exec",
+        "--yes",
+        "--workspace",
+        "/nonexistent/ws",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    let out = d.run(&["exec", "--yes", "--policy", "no-such-policy", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy"));
+    // The daemon survived all of it.
+    assert_eq!(
+        cli_exec(&d, ws.path(), &["--yes", "--", "true"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn the_cli_starts_an_embedded_daemon_when_none_answers() {
+    let dir = tempfile::Builder::new()
+        .prefix("wd-emb-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let ws = workspace();
+    let out = std::process::Command::new(warden_tests::warden_bin())
+        .env("WARDEN_SOCKET", dir.path().join("s/wardend.sock"))
+        .env("WARDEN_STATE_DIR", dir.path().join("state"))
+        .args([
+            "exec",
+            "--yes",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--",
+            "echo embedded",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "embedded\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("state/warden.db").exists());
+    // The embedded daemon ended with the CLI and removed its socket.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!dir.path().join("s/wardend.sock").exists());
+}
+
+#[test]
+fn sessions_are_listed_and_closed() {
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        let c = d.client().await;
+        let sid = session(&c, ws.path(), "ci").await;
+        let got = c
+            .sessions()
+            .get_session(pb::GetSessionRequest {
+                session_id: sid.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(got.policy_name, "ci");
+        assert_eq!(
+            got.workspace,
+            std::fs::canonicalize(ws.path()).unwrap().to_string_lossy()
+        );
+        assert_eq!(got.state, pb::SessionState::Open as i32);
+        let list = c
+            .sessions()
+            .list_sessions(pb::ListSessionsRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(list.sessions.iter().any(|s| s.id == sid));
+        c.close_session(&sid).await.unwrap();
+        c.close_session(&sid).await.unwrap();
+        let list = c
+            .sessions()
+            .list_sessions(pb::ListSessionsRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!list.sessions.iter().any(|s| s.id == sid));
+        let list = c
+            .sessions()
+            .list_sessions(pb::ListSessionsRequest {
+                include_closed: true,
+                limit: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(list
+            .sessions
+            .iter()
+            .any(|s| s.id == sid && s.state == pb::SessionState::Closed as i32));
+    });
+}
