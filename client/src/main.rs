@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Run a shell command in the sandbox, under policy.
     Exec(cli::exec::ExecArgs),
+    /// Confined file tools: read, write, patch, ls, grep.
+    Fs(cli::fs::FsArgs),
     /// Run the daemon in the foreground (same as `wardend`).
     Daemon(cli::daemon::DaemonArgs),
 }
@@ -52,6 +54,7 @@ fn main() {
 async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
     match command {
         Command::Exec(args) => cli::exec::run(args, &global).await,
+        Command::Fs(args) => cli::fs::run(args, &global).await,
         Command::Daemon(_) => unreachable!("handled before the runtime starts"),
     }
 }

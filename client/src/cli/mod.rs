@@ -3,6 +3,7 @@
 
 pub mod daemon;
 pub mod exec;
+pub mod fs;
 
 /// Exit code: the command timed out (as timeout(1)).
 pub const EXIT_TIMEOUT: i32 = 124;

@@ -8,6 +8,7 @@
 
 mod auth;
 mod exec;
+mod files;
 mod listen;
 mod policy;
 mod sessions;
@@ -279,7 +280,10 @@ fn services(
         )))
         .add_service(policy_server::PolicyServer::new(
             policy::PolicyService::new(mgr.clone()),
-        ));
+        ))
+        .add_service(files_server::FilesServer::new(files::FilesService::new(
+            mgr.clone(),
+        )));
     routes = stubs::add(routes, mgr);
     Ok(routes)
 }

@@ -22,47 +22,11 @@ pub(super) fn add(
 ) -> tonic::service::Routes {
     let _ = &mgr;
     routes
-        .add_service(files_server::FilesServer::new(Files))
         .add_service(checkpoints_server::CheckpointsServer::new(Checkpoints))
         .add_service(approvals_server::ApprovalsServer::new(Approvals))
         .add_service(audit_server::AuditServer::new(Audit))
         .add_service(runs_server::RunsServer::new(Runs))
         .add_service(traces_server::TracesServer::new(Traces))
-}
-
-pub struct Files;
-#[tonic::async_trait]
-impl files_server::Files for Files {
-    async fn read_file(
-        &self,
-        _: Request<pb::ReadFileRequest>,
-    ) -> Result<Response<pb::ReadFileResponse>, Status> {
-        Err(todo("Files.ReadFile"))
-    }
-    async fn write_file(
-        &self,
-        _: Request<pb::WriteFileRequest>,
-    ) -> Result<Response<pb::WriteFileResponse>, Status> {
-        Err(todo("Files.WriteFile"))
-    }
-    async fn apply_patch(
-        &self,
-        _: Request<pb::ApplyPatchRequest>,
-    ) -> Result<Response<pb::ApplyPatchResponse>, Status> {
-        Err(todo("Files.ApplyPatch"))
-    }
-    async fn list_dir(
-        &self,
-        _: Request<pb::ListDirRequest>,
-    ) -> Result<Response<pb::ListDirResponse>, Status> {
-        Err(todo("Files.ListDir"))
-    }
-    async fn grep(
-        &self,
-        _: Request<pb::GrepRequest>,
-    ) -> Result<Response<pb::GrepResponse>, Status> {
-        Err(todo("Files.Grep"))
-    }
 }
 
 pub struct Checkpoints;

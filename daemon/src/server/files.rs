@@ -1,0 +1,251 @@
+//! `warden.v1.Files`: the confined file tools ([`crate::workspace`]) over
+//! gRPC. Reads and grep results are redacted before they leave; writes and
+//! patches are write-tier calls decided by the session's policy like exec
+//! (allow; ask runs only with `approve`, the CLI's `--yes`; deny never).
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use super::{peer, status};
+use crate::policy::{Decision, Tier};
+use crate::proto::v1::{self as pb, files_server::Files};
+use crate::redact::Redactor;
+use crate::session::{Session, SessionManager};
+use crate::workspace::{FileChange, Limits, Workspace, WorkspaceError};
+
+pub struct FilesService {
+    mgr: Arc<SessionManager>,
+}
+
+impl FilesService {
+    pub fn new(mgr: Arc<SessionManager>) -> Self {
+        FilesService { mgr }
+    }
+}
+
+/// Workspace error -> gRPC status (never UNKNOWN). FailedPrecondition keeps
+/// the current hash in its message.
+pub(crate) fn ws_status(e: WorkspaceError) -> Status {
+    let msg = e.to_string();
+    match e {
+        WorkspaceError::NotFound(_) => Status::not_found(msg),
+        WorkspaceError::PermissionDenied { .. } => Status::permission_denied(msg),
+        WorkspaceError::InvalidArgument(_) => Status::invalid_argument(msg),
+        WorkspaceError::FailedPrecondition { .. } => Status::failed_precondition(msg),
+        WorkspaceError::TooLarge(_) => Status::resource_exhausted(msg),
+        WorkspaceError::Io { .. } => Status::internal(msg),
+    }
+}
+
+fn change_to_proto(c: &FileChange) -> pb::FileChange {
+    pb::FileChange {
+        path: c.path.clone(),
+        kind: c.kind.as_str().into(),
+        old_hash: c.old_hash.clone(),
+        new_hash: c.new_hash.clone(),
+        from_path: c.from_path.clone().unwrap_or_default(),
+        old_mode: c.old_mode.unwrap_or(0),
+        new_mode: c.new_mode.unwrap_or(0),
+    }
+}
+
+/// The protected paths of a session's policy beyond the defaults (the
+/// `[sandbox]` section's `protected_paths`, once that section carries them).
+fn protected_of(_session: &Session) -> Vec<String> {
+    Vec::new()
+}
+
+impl FilesService {
+    /// Loads the caller's open session and runs `f` on its workspace on a
+    /// blocking thread.
+    async fn with_ws<T, F>(
+        &self,
+        session_id: String,
+        peer: crate::session::Peer,
+        f: F,
+    ) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Session, &Workspace) -> Result<T, Status> + Send + 'static,
+    {
+        let mgr = self.mgr.clone();
+        tokio::task::spawn_blocking(move || {
+            let session = mgr.open_session_for(&session_id, peer).map_err(status)?;
+            let ws = Workspace::open_with(
+                &session.workspace,
+                &protected_of(&session),
+                Limits::default(),
+            )
+            .map_err(ws_status)?;
+            f(&session, &ws)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("file tool task failed: {e}")))?
+    }
+}
+
+/// The policy decision for a write-tier file tool call: `Ok` to go ahead,
+/// PERMISSION_DENIED starting `denied` or `approval required` otherwise.
+fn decide_write(session: &Session, tool: &str, path: &str, approve: bool) -> Result<(), Status> {
+    let decision = session.policy.file.tiers.decide(Tier::Write);
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Ask if approve => Ok(()),
+        Decision::Ask => Err(Status::permission_denied(format!(
+            "approval required: {tool} {path} is a write-tier call and policy {} asks (grant once with --yes / approve)",
+            session.policy.name
+        ))),
+        Decision::Deny => Err(Status::permission_denied(format!(
+            "denied: {tool} {path} is a write-tier call and policy {} denies writes",
+            session.policy.name
+        ))),
+    }
+}
+
+#[tonic::async_trait]
+impl Files for FilesService {
+    async fn read_file(
+        &self,
+        req: Request<pb::ReadFileRequest>,
+    ) -> Result<Response<pb::ReadFileResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let resp = self
+            .with_ws(r.session_id.clone(), peer, move |s, ws| {
+                let limit = (r.limit > 0).then_some(r.limit);
+                let out = ws.read_file(&r.path, r.offset, limit).map_err(ws_status)?;
+                let (content, findings) = Redactor::new(&s.policy.file.redact).redact(&out.content);
+                Ok(pb::ReadFileResponse {
+                    content,
+                    binary: out.binary,
+                    size_bytes: out.size,
+                    hash: out.hash,
+                    truncated: out.truncated,
+                    redactions: findings.len() as u32,
+                })
+            })
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn write_file(
+        &self,
+        req: Request<pb::WriteFileRequest>,
+    ) -> Result<Response<pb::WriteFileResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let resp = self
+            .with_ws(r.session_id.clone(), peer, move |s, ws| {
+                decide_write(s, "write_file", &r.path, r.approve)?;
+                let base = (!r.base_hash.is_empty()).then_some(r.base_hash.as_str());
+                let mode = (r.mode != 0).then_some(r.mode);
+                let c = ws
+                    .write_file(&r.path, &r.content, base, mode)
+                    .map_err(ws_status)?;
+                tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "write_file");
+                Ok(pb::WriteFileResponse {
+                    hash: c.new_hash.clone(),
+                    size_bytes: r.content.len() as u64,
+                    created: c.kind == crate::workspace::ChangeKind::Added,
+                    pre_checkpoint_id: String::new(),
+                    post_checkpoint_id: String::new(),
+                    change: Some(change_to_proto(&c)),
+                })
+            })
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn apply_patch(
+        &self,
+        req: Request<pb::ApplyPatchRequest>,
+    ) -> Result<Response<pb::ApplyPatchResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let resp = self
+            .with_ws(r.session_id.clone(), peer, move |s, ws| {
+                decide_write(s, "apply_patch", "", r.approve)?;
+                let changes = ws.apply_patch(&r.patch).map_err(ws_status)?;
+                for c in &changes {
+                    tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "apply_patch");
+                }
+                Ok(pb::ApplyPatchResponse {
+                    changes: changes.iter().map(change_to_proto).collect(),
+                    pre_checkpoint_id: String::new(),
+                    post_checkpoint_id: String::new(),
+                })
+            })
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn list_dir(
+        &self,
+        req: Request<pb::ListDirRequest>,
+    ) -> Result<Response<pb::ListDirResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let resp = self
+            .with_ws(r.session_id.clone(), peer, move |_, ws| {
+                let l = ws
+                    .list_dir(&r.path, r.depth, r.limit as usize)
+                    .map_err(ws_status)?;
+                Ok(pb::ListDirResponse {
+                    entries: l
+                        .entries
+                        .into_iter()
+                        .map(|e| pb::DirEntry {
+                            path: e.path,
+                            kind: e.kind.as_str().into(),
+                            size_bytes: e.size,
+                            mode: e.mode,
+                        })
+                        .collect(),
+                    truncated: l.truncated,
+                })
+            })
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn grep(
+        &self,
+        req: Request<pb::GrepRequest>,
+    ) -> Result<Response<pb::GrepResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let resp = self
+            .with_ws(r.session_id.clone(), peer, move |s, ws| {
+                let redactor = Redactor::new(&s.policy.file.redact);
+                let filter = |text: &str| {
+                    let (out, findings) = redactor.redact(text);
+                    (out, findings.len() as u32)
+                };
+                let g = ws
+                    .grep(
+                        &r.pattern,
+                        &r.path,
+                        r.case_insensitive,
+                        r.limit as usize,
+                        &filter,
+                    )
+                    .map_err(ws_status)?;
+                Ok(pb::GrepResponse {
+                    matches: g
+                        .matches
+                        .into_iter()
+                        .map(|m| pb::GrepMatch {
+                            path: m.path,
+                            line: m.line,
+                            text: m.text,
+                        })
+                        .collect(),
+                    truncated: g.truncated,
+                    redactions: g.redactions,
+                })
+            })
+            .await?;
+        Ok(Response::new(resp))
+    }
+}
