@@ -11,6 +11,7 @@ mod exec;
 mod files;
 mod listen;
 mod policy;
+mod runs;
 mod sessions;
 mod stubs;
 
@@ -269,21 +270,25 @@ fn services(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .map_err(|e| ServerError::Config(format!("reflection: {e}")))?;
-    let mut routes = tonic::service::Routes::new(health)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(sessions_server::SessionsServer::new(
-            sessions::SessionsService::new(mgr.clone()),
-        ))
-        .add_service(exec_server::ExecServer::new(exec::ExecService::new(
-            mgr.clone(),
-        )))
-        .add_service(policy_server::PolicyServer::new(
-            policy::PolicyService::new(mgr.clone()),
-        ))
-        .add_service(files_server::FilesServer::new(files::FilesService::new(
-            mgr.clone(),
-        )));
+    let mut routes = tonic::service::Routes::new(health);
+    // One line per service, so modules landing in parallel never conflict.
+    routes = routes.add_service(reflection_v1);
+    routes = routes.add_service(reflection_v1alpha);
+    routes = routes.add_service(sessions_server::SessionsServer::new(
+        sessions::SessionsService::new(mgr.clone()),
+    ));
+    routes = routes.add_service(exec_server::ExecServer::new(exec::ExecService::new(
+        mgr.clone(),
+    )));
+    routes = routes.add_service(policy_server::PolicyServer::new(
+        policy::PolicyService::new(mgr.clone()),
+    ));
+    routes = routes.add_service(runs_server::RunsServer::new(runs::RunsService::new(
+        mgr.clone(),
+    )));
+    routes = routes.add_service(files_server::FilesServer::new(files::FilesService::new(
+        mgr.clone(),
+    )));
     routes = stubs::add(routes, mgr);
     Ok(routes)
 }

@@ -25,7 +25,6 @@ pub(super) fn add(
         .add_service(checkpoints_server::CheckpointsServer::new(Checkpoints))
         .add_service(approvals_server::ApprovalsServer::new(Approvals))
         .add_service(audit_server::AuditServer::new(Audit))
-        .add_service(runs_server::RunsServer::new(Runs))
         .add_service(traces_server::TracesServer::new(Traces))
 }
 
@@ -97,44 +96,6 @@ impl audit_server::Audit for Audit {
         _: Request<pb::VerifyAuditRequest>,
     ) -> Result<Response<pb::VerifyAuditResponse>, Status> {
         Err(todo("Audit.VerifyAudit"))
-    }
-}
-
-pub struct Runs;
-#[tonic::async_trait]
-impl runs_server::Runs for Runs {
-    async fn create_run(
-        &self,
-        _: Request<pb::CreateRunRequest>,
-    ) -> Result<Response<pb::Run>, Status> {
-        Err(todo("Runs.CreateRun"))
-    }
-    async fn get_run(&self, _: Request<pb::GetRunRequest>) -> Result<Response<pb::Run>, Status> {
-        Err(todo("Runs.GetRun"))
-    }
-    async fn list_runs(
-        &self,
-        _: Request<pb::ListRunsRequest>,
-    ) -> Result<Response<pb::ListRunsResponse>, Status> {
-        Err(todo("Runs.ListRuns"))
-    }
-    async fn record_run_state(
-        &self,
-        _: Request<pb::RecordRunStateRequest>,
-    ) -> Result<Response<pb::Run>, Status> {
-        Err(todo("Runs.RecordRunState"))
-    }
-    async fn finish_run(
-        &self,
-        _: Request<pb::FinishRunRequest>,
-    ) -> Result<Response<pb::Run>, Status> {
-        Err(todo("Runs.FinishRun"))
-    }
-    async fn resume(
-        &self,
-        _: Request<pb::ResumeRequest>,
-    ) -> Result<Response<pb::ResumePlan>, Status> {
-        Err(todo("Runs.Resume"))
     }
 }
 

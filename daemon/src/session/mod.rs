@@ -6,6 +6,7 @@
 //! (`sessions` table, see [`crate::state::SESSION_MIGRATIONS`]).
 
 pub mod exec;
+pub mod runs;
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
