@@ -23,6 +23,10 @@ enum Command {
     Exec(cli::exec::ExecArgs),
     /// Confined file tools: read, write, patch, ls, grep.
     Fs(cli::fs::FsArgs),
+    /// Answer an approval request (grant once / for the session, or deny).
+    Approve(cli::approve::ApproveArgs),
+    /// Export the audit log, or `audit verify` its hash chain.
+    Audit(cli::audit::AuditArgs),
     /// Run the daemon in the foreground (same as `wardend`).
     Daemon(cli::daemon::DaemonArgs),
 }
@@ -54,6 +58,8 @@ fn main() {
 async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
     match command {
         Command::Exec(args) => cli::exec::run(args, &global).await,
+        Command::Approve(args) => cli::approve::run(args, &global).await,
+        Command::Audit(args) => cli::audit::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
         Command::Daemon(_) => unreachable!("handled before the runtime starts"),
     }

@@ -6,6 +6,12 @@
 //! own; 124 on timeout; 126 when policy or approval refused it (message
 //! starting `warden: denied` or `warden: approval required`); 128+N when
 //! killed by signal N; 125 for Warden's own failures.
+//!
+//! When the policy asks: on a terminal the preview is shown and the user
+//! answers y (once) / n (deny) / a (always for this session, prefix shown);
+//! without a terminal and without `--yes` it exits 126 with `warden:
+//! approval required` and the request id, which `warden approve ID` answers
+//! from elsewhere (then re-run with `--session ID`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -119,6 +125,13 @@ async fn stream(client: &crate::Client, session_id: &str, command: String, args:
                 let _ = stderr.flush();
             }
             Some(Event::Exit(e)) => exit = Some(e),
+            Some(Event::ApprovalRequired(a)) => {
+                let existing = args.session.as_deref();
+                if let Err(code) = super::approve::on_approval_required(client, &a, existing).await
+                {
+                    return code;
+                }
+            }
             _ => {}
         }
     }

@@ -1,6 +1,8 @@
 //! The `warden` subcommands, one file each. Each exposes a `clap::Args`
 //! struct and a `run` function returning the process exit code.
 
+pub mod approve;
+pub mod audit;
 pub mod daemon;
 pub mod exec;
 pub mod fs;

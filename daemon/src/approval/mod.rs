@@ -1,8 +1,9 @@
 //! Approval requests, grants (scope, expiry, single use) and the audit log.
 //!
 //! Three layers decide a tool call, distinct in code, errors and audit
-//! ([`Layer`]): the **schema** layer ([`validate_exec`], [`SchemaError`],
-//! gRPC `INVALID_ARGUMENT`, never reaches policy), the **policy** layer
+//! ([`Layer`]): the **schema** layer (argument validation in
+//! `crate::session::exec::validate`, gRPC `INVALID_ARGUMENT`, never reaches
+//! policy; recorded by [`Approvals::record_rejection`]), the **policy** layer
 //! (`crate::policy`: allow / ask / deny) and the **user** layer (approval
 //! requests and grants, [`Approvals`]). [`Approvals::decide`] combines the
 //! policy's decision with the user's grants into a [`Gate`].
@@ -22,10 +23,7 @@ pub use audit::{
     actions, verify_chain, AuditError, AuditLog, AuditRecord, BreakKind, Head, NewRecord,
     VerifyReport, GENESIS_HASH, HEAD_FILE,
 };
-pub use layer::{
-    validate_cwd, validate_exec, validate_id, Actor, ExecArgs, Layer, SchemaError,
-    MAX_COMMAND_BYTES, MAX_ID_BYTES, MAX_TIMEOUT_MS,
-};
+pub use layer::{Actor, Layer};
 pub use preview::{Preview, RequestKey};
 pub use scope::{covering, suggest_prefix, validate_prefix, PrefixError, SessionGrant};
 pub use store::{
@@ -60,7 +58,7 @@ fn hash_fields(tag: &[u8], fixed: &[&[u8]], fields: &[&str]) -> String {
 
 /// Errors of approvals and the audit log. The gRPC layer maps them:
 /// `NotFound` -> NOT_FOUND; `Expired`, `AlreadyResolved`, `NotGranted` ->
-/// FAILED_PRECONDITION; `Prefix`, `NoPrefix`, `Schema` -> INVALID_ARGUMENT;
+/// FAILED_PRECONDITION; `Prefix`, `NoPrefix` -> INVALID_ARGUMENT;
 /// `Audit`, `Sql` -> INTERNAL.
 #[derive(Debug, thiserror::Error)]
 pub enum ApprovalError {
@@ -76,8 +74,6 @@ pub enum ApprovalError {
     Prefix(#[from] PrefixError),
     #[error("approval request {id}: a session grant needs an explicit prefix (compound or unparsed command)")]
     NoPrefix { id: String },
-    #[error(transparent)]
-    Schema(#[from] SchemaError),
     #[error(transparent)]
     Audit(#[from] AuditError),
     #[error("approvals database: {0}")]

@@ -116,62 +116,6 @@ impl Preview {
             policy_hash: self.policy_hash.clone(),
         }
     }
-
-    /// A short multi-line text for terminals: command, tier, rule, parts,
-    /// writes, hosts, install, warnings, diff.
-    pub fn render(&self) -> String {
-        use std::fmt::Write;
-        let c = &self.classification;
-        let mut s = String::new();
-        let _ = writeln!(s, "  {}: {}", self.tool, self.summary);
-        if !self.cwd.is_empty() {
-            let _ = writeln!(s, "  cwd: {}", self.cwd);
-        }
-        let _ = writeln!(
-            s,
-            "  tier: {}   decision: {}   rule: {}",
-            c.tier,
-            c.decision,
-            c.rule.as_deref().unwrap_or("(tier matrix)")
-        );
-        for r in &c.reasons {
-            let _ = writeln!(s, "  why: {r}");
-        }
-        for p in &c.parts {
-            let _ = writeln!(s, "  part [{}]: {}", p.tier, p.argv.join(" "));
-        }
-        if !c.writes.is_empty() {
-            let _ = writeln!(s, "  writes: {}", c.writes.join(", "));
-        }
-        if !c.hosts.is_empty() {
-            let _ = writeln!(s, "  hosts: {}", c.hosts.join(", "));
-        }
-        if let Some(i) = &c.install {
-            let pkgs: Vec<String> = i
-                .packages
-                .iter()
-                .map(|p| match &p.version {
-                    Some(v) if !v.is_empty() => format!("{}@{}", p.name, v),
-                    _ => p.name.clone(),
-                })
-                .collect();
-            let _ = writeln!(
-                s,
-                "  install: {} {} {} (scripts {})",
-                i.manager,
-                i.operation,
-                pkgs.join(" "),
-                if i.scripts_enabled { "run" } else { "off" }
-            );
-        }
-        for w in &self.warnings {
-            let _ = writeln!(s, "  warning: {w}");
-        }
-        if !self.diff.is_empty() {
-            let _ = writeln!(s, "{}", self.diff);
-        }
-        s
-    }
 }
 
 #[cfg(test)]
@@ -258,6 +202,5 @@ pub(crate) mod tests {
         let c = classification("touch a", Tier::Write, Decision::Ask);
         let p = Preview::exec(c, "sub", "p1");
         assert_eq!(p.key().hash(), p.request_hash);
-        assert!(p.render().contains("touch a"));
     }
 }

@@ -19,6 +19,7 @@ use super::preview::Preview;
 use super::scope::{self, SessionGrant};
 use super::ApprovalError;
 use crate::policy::{Decision, Tier};
+use crate::redact::Redactor;
 use crate::state::Db;
 
 /// Default time a request waits for an answer, and a once-grant waits for
@@ -139,6 +140,9 @@ pub struct CallContext<'a> {
     pub step_id: &'a str,
     pub tool_call_id: &'a str,
     pub actor: &'a Actor,
+    /// Applied to every string in the audit details of this call (commands
+    /// can carry secrets); `None` records them as they are.
+    pub redactor: Option<&'a Redactor>,
 }
 
 /// The outcome of the policy and user layers for one call.
@@ -237,8 +241,7 @@ pub struct Answer {
 #[derive(Debug, Clone)]
 pub struct ApprovalConfig {
     /// How long a request waits for an answer and a once-grant for its
-    /// execution. Default [`DEFAULT_EXPIRY`]; `WARDEN_APPROVAL_EXPIRY_MS`
-    /// overrides it in [`ApprovalConfig::from_env`].
+    /// execution. Default [`DEFAULT_EXPIRY`].
     pub expiry: Duration,
 }
 
@@ -247,21 +250,6 @@ impl Default for ApprovalConfig {
         ApprovalConfig {
             expiry: DEFAULT_EXPIRY,
         }
-    }
-}
-
-impl ApprovalConfig {
-    /// The default, with `WARDEN_APPROVAL_EXPIRY_MS` (1..=86400000 ms) applied
-    /// when set; an invalid value is ignored with a warning.
-    pub fn from_env() -> Self {
-        let mut c = ApprovalConfig::default();
-        if let Ok(v) = std::env::var("WARDEN_APPROVAL_EXPIRY_MS") {
-            match v.parse::<u64>() {
-                Ok(ms) if (1..=86_400_000).contains(&ms) => c.expiry = Duration::from_millis(ms),
-                _ => tracing::warn!(value = %v, "ignoring invalid WARDEN_APPROVAL_EXPIRY_MS"),
-            }
-        }
-        c
     }
 }
 
@@ -349,6 +337,21 @@ fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     })
 }
 
+/// Replaces every string in `v` by its redacted form.
+fn redact_strings(v: &mut serde_json::Value, r: &Redactor) {
+    match v {
+        serde_json::Value::String(s) => {
+            let (out, findings) = r.redact(s);
+            if !findings.is_empty() {
+                *s = out;
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, r)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| redact_strings(x, r)),
+        _ => {}
+    }
+}
+
 /// Longest reason text kept, bytes.
 const MAX_REASON_BYTES: usize = 2048;
 
@@ -380,6 +383,16 @@ impl Approvals {
         }
     }
 
+    /// Changes the expiry of requests raised and grants given from now on.
+    pub fn set_expiry(&mut self, expiry: Duration) {
+        self.config.expiry = expiry;
+    }
+
+    /// How long requests wait for an answer and once-grants for their use.
+    pub fn expiry(&self) -> Duration {
+        self.config.expiry
+    }
+
     /// The audit log these approvals record into.
     pub fn audit(&self) -> &AuditLog {
         &self.audit
@@ -404,6 +417,10 @@ impl Approvals {
         layer: Layer,
         detail: serde_json::Value,
     ) -> NewRecord<'a> {
+        let mut detail = detail;
+        if let Some(r) = ctx.redactor {
+            redact_strings(&mut detail, r);
+        }
         NewRecord {
             session_id: ctx.session_id,
             run_id: ctx.run_id,
@@ -415,20 +432,20 @@ impl Approvals {
         }
     }
 
-    /// Records a call refused by the schema layer (`reject`, layer schema).
-    /// It never reaches policy.
+    /// Records a call refused by the schema layer (`reject`, layer schema):
+    /// `message` says which argument was wrong. It never reaches policy.
     pub fn record_rejection(
         &self,
         ctx: &CallContext<'_>,
         tool: &str,
-        error: &super::layer::SchemaError,
+        message: &str,
     ) -> Result<(), ApprovalError> {
         self.audit.append(Self::record(
             ctx,
             ctx.actor,
             actions::REJECT,
             Layer::Schema,
-            serde_json::json!({"tool": tool, "field": error.field, "error": error.message}),
+            serde_json::json!({"tool": tool, "error": message}),
         ))?;
         Ok(())
     }
@@ -675,6 +692,7 @@ impl Approvals {
             step_id: &req.step_id,
             tool_call_id: &req.tool_call_id,
             actor,
+            redactor: None,
         };
         let reason = clip(&a.reason);
         let (state, scope, prefix, expires, action) = if !a.grant {
@@ -785,6 +803,7 @@ impl Approvals {
             step_id: &req.step_id,
             tool_call_id: &req.tool_call_id,
             actor: &Actor::Daemon,
+            redactor: None,
         };
         let from = req.state;
         let res = self.audit.append_with(
@@ -1153,6 +1172,7 @@ mod tests {
             step_id: "",
             tool_call_id: "",
             actor: &USER,
+            redactor: None,
         }
     }
 

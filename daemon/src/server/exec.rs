@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use super::{peer, status};
 use crate::policy::Classification;
 use crate::proto::v1::{self as pb, exec_event::Event, exec_server::Exec};
-use crate::session::exec::{validate, ExecEvent, ExecParams, ExitSummary};
+use crate::session::exec::{ExecEvent, ExecParams, ExitSummary};
 use crate::session::SessionManager;
 
 pub struct ExecService {
@@ -100,6 +100,18 @@ pub(crate) fn event_to_proto(e: ExecEvent) -> pb::ExecEvent {
             landlock: landlock.as_str().into(),
             profile: profile.as_str().into(),
         }),
+        ExecEvent::ApprovalRequired(rec) => {
+            Event::ApprovalRequired(super::approvals::approval_to_proto(&rec))
+        }
+        ExecEvent::ApprovalResolved {
+            request_id,
+            state,
+            scope,
+        } => Event::ApprovalResolved(pb::ApprovalResolved {
+            request_id,
+            state: super::approvals::state_to_proto(state),
+            scope: super::approvals::scope_to_proto(scope),
+        }),
         ExecEvent::Stdout(data) => Event::Stdout(pb::OutputChunk { data }),
         ExecEvent::Stderr(data) => Event::Stderr(pb::OutputChunk { data }),
         ExecEvent::Checkpoint {
@@ -140,7 +152,7 @@ impl Exec for ExecService {
             output_limit_bytes: r.output_limit_bytes,
         };
         // Schema errors and unknown sessions are statuses, before the stream.
-        validate(&params).map_err(status)?;
+        self.mgr.validate_exec(peer, &params).map_err(status)?;
         self.mgr
             .open_session_for(&params.session_id, peer)
             .map_err(status)?;
@@ -159,6 +171,10 @@ impl Exec for ExecService {
                             let _ = out_tx.send(Err(status(e))).await;
                         }
                     }
+                    // The client went away while nothing was being sent
+                    // (waiting for an approval): stop, so a later answer
+                    // cannot start the command for nobody.
+                    _ = out_tx.closed() => break,
                     ev = rx.recv() => match ev {
                         Some(ev) => {
                             if out_tx.send(Ok(event_to_proto(ev))).await.is_err() {

@@ -6,6 +6,8 @@
 //! locks the state dir, opens the database and serves on the Unix socket (and
 //! optionally TCP with a bearer token).
 
+mod approvals;
+mod audit;
 mod auth;
 mod exec;
 mod files;
@@ -53,6 +55,11 @@ pub struct DaemonArgs {
     /// (`authorization: Bearer <token>`).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// How long an approval request waits for an answer, and a once-grant
+    /// for its execution, in ms (1..=86400000).
+    #[arg(long, env = "WARDEN_APPROVAL_EXPIRY_MS", value_name = "MS", default_value_t = 600_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub approval_expiry_ms: u64,
     /// Log filter (tracing EnvFilter syntax), e.g. `info`, `warden_daemon=debug`.
     #[arg(long, env = "WARDEN_LOG", default_value = "info")]
     pub log: String,
@@ -170,7 +177,11 @@ async fn serve(args: DaemonArgs, policy: Policy, spawner: Spawner) -> Result<(),
     let state_dir = listen::prepare_state_dir(&state_dir)?;
     let _state_lock = listen::lock_dir(&state_dir)?;
     let db = Db::open(&state_dir)?;
-    let mgr = Arc::new(SessionManager::new(db, state_dir.clone(), spawner, policy));
+    let mut mgr = SessionManager::new(db, state_dir.clone(), spawner, policy)
+        .map_err(|e| ServerError::Config(format!("opening the audit log: {e}")))?;
+    mgr.set_approval_expiry(std::time::Duration::from_millis(args.approval_expiry_ms));
+    let mgr = Arc::new(mgr);
+    mgr.spawn_approval_expiry();
 
     let (uds, _socket_guard) = listen::bind_socket(&socket)?;
     let mut allowed = args.allow_uids.clone();
@@ -287,6 +298,12 @@ fn services(
         mgr.clone(),
     )));
     routes = routes.add_service(files_server::FilesServer::new(files::FilesService::new(
+        mgr.clone(),
+    )));
+    routes = routes.add_service(approvals_server::ApprovalsServer::new(
+        approvals::ApprovalsService::new(mgr.clone()),
+    ));
+    routes = routes.add_service(audit_server::AuditServer::new(audit::AuditService::new(
         mgr.clone(),
     )));
     routes = stubs::add(routes, mgr);

@@ -65,7 +65,7 @@ impl PolicyRpc for PolicyService {
         &self,
         req: Request<pb::ReloadPolicyRequest>,
     ) -> Result<Response<pb::PolicyInfo>, Status> {
-        let _peer = peer(&req)?;
+        let peer = peer(&req)?;
         let src = &req.get_ref().policy_toml;
         let current = self.mgr.default_policy();
         let new = if src.is_empty() {
@@ -77,7 +77,7 @@ impl PolicyRpc for PolicyService {
             Status::invalid_argument(format!("policy refused, the old one stays in force: {e}"))
         })?;
         let out = info(&new);
-        self.mgr.set_default_policy(new);
+        self.mgr.reload_default_policy(new, peer).map_err(status)?;
         Ok(Response::new(out))
     }
 

@@ -1,10 +1,8 @@
 //! Services whose modules have not landed yet answer UNIMPLEMENTED with the
 //! name of what is missing. Each is replaced by its own file when it lands.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::proto::v1::{self as pb, *};
@@ -23,8 +21,6 @@ pub(super) fn add(
     let _ = &mgr;
     routes
         .add_service(checkpoints_server::CheckpointsServer::new(Checkpoints))
-        .add_service(approvals_server::ApprovalsServer::new(Approvals))
-        .add_service(audit_server::AuditServer::new(Audit))
         .add_service(traces_server::TracesServer::new(Traces))
 }
 
@@ -54,48 +50,6 @@ impl checkpoints_server::Checkpoints for Checkpoints {
         _: Request<pb::RollbackRequest>,
     ) -> Result<Response<pb::RollbackResponse>, Status> {
         Err(todo("Checkpoints.Rollback"))
-    }
-}
-
-pub struct Approvals;
-#[tonic::async_trait]
-impl approvals_server::Approvals for Approvals {
-    async fn list_approvals(
-        &self,
-        _: Request<pb::ListApprovalsRequest>,
-    ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
-        Err(todo("Approvals.ListApprovals"))
-    }
-    async fn get_approval(
-        &self,
-        _: Request<pb::GetApprovalRequest>,
-    ) -> Result<Response<pb::ApprovalRequest>, Status> {
-        Err(todo("Approvals.GetApproval"))
-    }
-    async fn approve(
-        &self,
-        _: Request<pb::ApproveRequest>,
-    ) -> Result<Response<pb::ApprovalRequest>, Status> {
-        Err(todo("Approvals.Approve"))
-    }
-}
-
-pub struct Audit;
-type AuditStream = Pin<Box<dyn Stream<Item = Result<pb::AuditRecord, Status>> + Send>>;
-#[tonic::async_trait]
-impl audit_server::Audit for Audit {
-    type ListAuditStream = AuditStream;
-    async fn list_audit(
-        &self,
-        _: Request<pb::ListAuditRequest>,
-    ) -> Result<Response<Self::ListAuditStream>, Status> {
-        Err(todo("Audit.ListAudit"))
-    }
-    async fn verify_audit(
-        &self,
-        _: Request<pb::VerifyAuditRequest>,
-    ) -> Result<Response<pb::VerifyAuditResponse>, Status> {
-        Err(todo("Audit.VerifyAudit"))
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::{Peer, Session, SessionError, SessionManager};
-use crate::policy::{Classification, ClassifyContext, Decision};
+use crate::policy::{Classification, ClassifyContext};
 use crate::redact::{Redactor, StreamRedactor};
 use crate::sandbox::{Enforcement, Profile, SpawnRequest};
 
@@ -73,6 +73,14 @@ pub enum ExecEvent {
     Decision {
         classification: Classification,
         profile: Option<Profile>,
+    },
+    /// The policy asks: a user must answer this request (the call waits).
+    ApprovalRequired(Box<crate::approval::ApprovalRecord>),
+    /// The request was answered (or expired).
+    ApprovalResolved {
+        request_id: String,
+        state: crate::approval::ApprovalState,
+        scope: Option<crate::approval::Scope>,
     },
     Started {
         pid: u32,
@@ -204,7 +212,6 @@ impl SessionManager {
         };
         let classification = session.policy.classify(&p.command, &ctx);
         let profile = Profile::for_tier(classification.tier).unwrap_or(Profile::Write);
-        let decision = classification.decision;
         let _ = tx
             .send(ExecEvent::Decision {
                 classification: classification.clone(),
@@ -212,36 +219,63 @@ impl SessionManager {
             })
             .await;
 
-        // 2. Approval. HOOK(approval): the approvals module replaces this
-        // placeholder (ask => run only with a once-grant from `approve`).
-        let refusal = match decision {
-            Decision::Allow => None,
-            Decision::Deny => Some(format!("denied: {}", refusal_reason(&classification))),
-            Decision::Ask if p.approve => None,
-            Decision::Ask => Some(format!(
-                "approval required: {}",
-                refusal_reason(&classification)
-            )),
+        // 2. Approval (policy + user layers; recorded in the audit log).
+        let approval_id = match self
+            .gate_exec(
+                peer,
+                &session,
+                &p,
+                &cwd_rel.to_string_lossy(),
+                &classification,
+                &tx,
+            )
+            .await?
+        {
+            super::approve::ExecGate::Run { approval_id } => approval_id,
+            super::approve::ExecGate::Refuse(exit) => {
+                let _ = tx.send(ExecEvent::Exit(exit)).await;
+                return Ok(());
+            }
         };
-        if let Some(refusal) = refusal {
-            let _ = tx
-                .send(ExecEvent::Exit(ExitSummary {
-                    refusal: Some(refusal),
-                    ..Default::default()
-                }))
-                .await;
-            return Ok(());
-        }
 
         // 3. HOOK(checkpoint): pre-checkpoint of the workspace.
 
-        // 4. Spawn in the sandbox.
-        let summary = self
+        // 4. Spawn in the sandbox, once `exec_start` is durable.
+        self.audit_exec(
+            peer,
+            &session,
+            &p,
+            crate::approval::actions::EXEC_START,
+            serde_json::json!({
+                "command": p.command,
+                "cwd": cwd_rel.to_string_lossy(),
+                "tier": classification.tier,
+                "profile": profile.as_str(),
+                "approval_id": approval_id,
+                "timeout_ms": timeout_ms,
+            }),
+        )?;
+        let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
-            .await?;
+            .await;
+        let end = match &result {
+            Ok(s) => serde_json::json!({
+                "code": s.code,
+                "signal": s.signal,
+                "duration_ms": s.duration_ms,
+                "timed_out": s.timed_out,
+                "stdout_dropped_bytes": s.stdout_dropped,
+                "stderr_dropped_bytes": s.stderr_dropped,
+                "redactions": s.redactions,
+            }),
+            Err(e) => serde_json::json!({"error": e.to_string()}),
+        };
+        let end = self.audit_exec(peer, &session, &p, crate::approval::actions::EXEC_END, end);
+        let mut summary = result?;
+        end?;
+        summary.approval_request_id = approval_id;
 
         // 5. HOOK(checkpoint): post-checkpoint (not needed for safe-read).
-        // HOOK(audit): exec end.
         let _ = tx.send(ExecEvent::Exit(summary)).await;
         Ok(())
     }
@@ -335,17 +369,6 @@ impl SessionManager {
             ..Default::default()
         })
     }
-}
-
-fn refusal_reason(c: &Classification) -> String {
-    let mut s = format!("tier {}", c.tier);
-    if let Some(rule) = &c.rule {
-        s.push_str(&format!(", rule {rule}"));
-    }
-    if let Some(first) = c.reasons.first() {
-        s.push_str(&format!(": {first}"));
-    }
-    s
 }
 
 fn resolve_cwd(root: &Path, rel: &Path) -> Result<PathBuf, SessionError> {

@@ -5,6 +5,7 @@
 //! hash) and the peer uid that opened it. Sessions live in the state database
 //! (`sessions` table, see [`crate::state::SESSION_MIGRATIONS`]).
 
+mod approve;
 pub mod exec;
 pub mod runs;
 
@@ -101,6 +102,8 @@ pub struct SessionManager {
     shutting_down: std::sync::atomic::AtomicBool,
     /// Policy cache by hash, so sessions share parsed policies.
     policies: Mutex<HashMap<String, Arc<Policy>>>,
+    /// Approval requests, grants and the audit log.
+    approvals: crate::approval::Approvals,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -113,14 +116,20 @@ impl std::fmt::Debug for SessionManager {
 
 impl SessionManager {
     /// A manager over `db`, spawning through `spawner`. `state_dir` must be
-    /// canonical (workspaces containing it are refused).
+    /// canonical (workspaces containing it are refused). Opens the audit log
+    /// (`state_dir/audit.head`) and verifies it; a broken chain is reported,
+    /// not fatal.
+    ///
+    /// Errors: Internal when the audit log cannot be opened.
     pub fn new(
         db: Db,
         state_dir: PathBuf,
         spawner: Spawner,
         default_policy: Policy,
-    ) -> SessionManager {
-        SessionManager {
+    ) -> Result<SessionManager, SessionError> {
+        let approvals = approve::open_approvals(&db, &state_dir)?;
+        Ok(SessionManager {
+            approvals,
             db,
             state_dir,
             spawner,
@@ -129,7 +138,7 @@ impl SessionManager {
             next_exec: std::sync::atomic::AtomicU64::new(1),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             policies: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// The state database.
@@ -323,6 +332,8 @@ impl SessionManager {
                 params![id, crate::now_ms()],
             )?;
         }
+        // Pending requests expire and grants end with the session.
+        self.approvals.end_session(id)?;
         self.get_session(id)
     }
 

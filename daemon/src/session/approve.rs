@@ -1,0 +1,322 @@
+//! The approval and audit side of the session manager: the policy and user
+//! layers of a tool call (`crate::approval`), the audit records of its start
+//! and end, answering approval requests, reading and verifying the audit log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::exec::{ExecEvent, ExecParams, ExitSummary};
+use super::{check_owner, Peer, Session, SessionError, SessionManager};
+use crate::approval::{
+    actions, Actor, Answer, ApprovalConfig, ApprovalError, ApprovalRecord, Approvals, AuditLog,
+    AuditRecord, CallContext, Gate, Layer, NewRecord, Preview, VerifyReport, HEAD_FILE,
+};
+use crate::policy::{Classification, Policy};
+use crate::redact::Redactor;
+
+/// How often pending requests and unused grants past their expiry are
+/// expired (and recorded) when nobody looks at them, ms.
+const EXPIRY_SWEEP_MS: u64 = 5_000;
+
+impl From<ApprovalError> for SessionError {
+    fn from(e: ApprovalError) -> Self {
+        match e {
+            ApprovalError::NotFound(_) => SessionError::NotFound(e.to_string()),
+            ApprovalError::Expired { .. }
+            | ApprovalError::AlreadyResolved { .. }
+            | ApprovalError::NotGranted { .. } => SessionError::FailedPrecondition(e.to_string()),
+            ApprovalError::Prefix(_) | ApprovalError::NoPrefix { .. } => {
+                SessionError::InvalidArgument(e.to_string())
+            }
+            ApprovalError::Audit(_) | ApprovalError::Sql(_) => {
+                SessionError::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+/// Opens the audit log (head file `state_dir/audit.head`) and the approvals
+/// of `db`, with the default expiry (10 min; see
+/// [`SessionManager::set_approval_expiry`]). A broken chain is logged and
+/// recorded, not fatal.
+pub(super) fn open_approvals(
+    db: &crate::state::Db,
+    state_dir: &std::path::Path,
+) -> Result<Approvals, SessionError> {
+    let audit = AuditLog::open(db.clone(), state_dir.join(HEAD_FILE))
+        .map_err(|e| SessionError::Internal(format!("audit log: {e}")))?;
+    Ok(Approvals::new(db.clone(), audit, ApprovalConfig::default()))
+}
+
+/// What the approval step decided for one Exec call.
+pub(super) enum ExecGate {
+    /// Run it; the approval request involved, if any.
+    Run { approval_id: Option<String> },
+    /// Do not run it: the exit to send.
+    Refuse(ExitSummary),
+}
+
+fn call_ctx<'a>(p: &'a ExecParams, actor: &'a Actor, redactor: &'a Redactor) -> CallContext<'a> {
+    CallContext {
+        session_id: &p.session_id,
+        run_id: &p.run_id,
+        step_id: &p.step_id,
+        tool_call_id: &p.tool_call_id,
+        actor,
+        redactor: Some(redactor),
+    }
+}
+
+impl SessionManager {
+    /// Approval requests, grants and the audit log.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    /// Sets how long requests wait for an answer and once-grants for their
+    /// execution (`wardend --approval-expiry-ms`).
+    pub fn set_approval_expiry(&mut self, expiry: Duration) {
+        self.approvals.set_expiry(expiry);
+    }
+
+    /// The audit log.
+    pub fn audit(&self) -> &AuditLog {
+        self.approvals.audit()
+    }
+
+    /// Expires due requests and grants every few seconds, so an expiry is
+    /// recorded even when nobody asks about it. Stops with the manager.
+    pub fn spawn_approval_expiry(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(EXPIRY_SWEEP_MS));
+            loop {
+                tick.tick().await;
+                let Some(mgr) = weak.upgrade() else { return };
+                if let Err(e) = mgr.approvals.expire_due() {
+                    tracing::warn!(error = %e, "expiring approvals");
+                }
+            }
+        });
+    }
+
+    /// The schema layer of Exec: [`super::exec::validate`], and a refused
+    /// call recorded as `reject` (layer schema). Errors: InvalidArgument.
+    pub fn validate_exec(&self, peer: Peer, p: &ExecParams) -> Result<(), SessionError> {
+        let Err(e) = super::exec::validate(p) else {
+            return Ok(());
+        };
+        let actor = Actor::Peer(peer.uid);
+        // Ids come from the client: keep them only when they are sane.
+        let id = |s: &str| -> String {
+            if s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()) {
+                s.to_string()
+            } else {
+                String::new()
+            }
+        };
+        let (sid, rid, stid) = (id(&p.session_id), id(&p.run_id), id(&p.step_id));
+        let ctx = CallContext {
+            session_id: &sid,
+            run_id: &rid,
+            step_id: &stid,
+            tool_call_id: "",
+            actor: &actor,
+            redactor: None,
+        };
+        if let Err(ae) = self
+            .approvals
+            .record_rejection(&ctx, "exec", &e.to_string())
+        {
+            tracing::warn!(error = %ae, "recording a schema rejection");
+        }
+        Err(e)
+    }
+
+    /// The policy and user layers of one Exec call: records the decision;
+    /// on ask streams `approval_required` and waits (up to the approval
+    /// expiry) for an answer from any client of the session, or until the
+    /// caller goes away (the request then stays pending for `warden
+    /// approve`).
+    pub(super) async fn gate_exec(
+        &self,
+        peer: Peer,
+        session: &Session,
+        p: &ExecParams,
+        cwd_rel: &str,
+        classification: &Classification,
+        tx: &mpsc::Sender<ExecEvent>,
+    ) -> Result<ExecGate, SessionError> {
+        let actor = Actor::Peer(peer.uid);
+        let redactor = Redactor::new(&session.policy.file.redact);
+        let ctx = call_ctx(p, &actor, &redactor);
+        let preview = Preview::exec(classification.clone(), cwd_rel, &session.policy.hash);
+        let mut gate = self.approvals.decide(&ctx, &preview, p.approve)?;
+        if let Gate::Ask(req) = &gate {
+            let id = req.id.clone();
+            if tx
+                .send(ExecEvent::ApprovalRequired(req.clone()))
+                .await
+                .is_err()
+            {
+                return Ok(ExecGate::Refuse(refused(&gate)));
+            }
+            let max_wait = self.approvals.expiry();
+            gate = tokio::select! {
+                g = self.approvals.wait(&ctx, &id, max_wait) => g?,
+                _ = tx.closed() => return Ok(ExecGate::Refuse(refused(&gate))),
+            };
+            let rec = self.approvals.get(&id)?;
+            let _ = tx
+                .send(ExecEvent::ApprovalResolved {
+                    request_id: id,
+                    state: rec.state,
+                    scope: rec.scope,
+                })
+                .await;
+        }
+        if gate.may_run() {
+            Ok(ExecGate::Run {
+                approval_id: gate.approval_id().map(str::to_string),
+            })
+        } else {
+            Ok(ExecGate::Refuse(refused(&gate)))
+        }
+    }
+
+    /// Records `exec_start` (durably: the command must not start when this
+    /// fails) or `exec_end` (exit code, signal, duration, or the error).
+    pub(super) fn audit_exec(
+        &self,
+        peer: Peer,
+        session: &Session,
+        p: &ExecParams,
+        action: &str,
+        mut detail: serde_json::Value,
+    ) -> Result<AuditRecord, SessionError> {
+        let actor = Actor::Peer(peer.uid);
+        let redactor = Redactor::new(&session.policy.file.redact);
+        if let Some(cmd) = detail.get_mut("command") {
+            if let Some(s) = cmd.as_str() {
+                *cmd = serde_json::Value::String(redactor.redact(s).0);
+            }
+        }
+        self.audit()
+            .append(NewRecord {
+                session_id: &p.session_id,
+                run_id: &p.run_id,
+                step_id: &p.step_id,
+                actor: &actor,
+                action,
+                detail,
+                layer: Layer::Daemon,
+            })
+            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
+    }
+
+    /// Replaces the default policy and records `policy_reload`.
+    pub fn reload_default_policy(&self, policy: Policy, peer: Peer) -> Result<(), SessionError> {
+        let old = self.default_policy();
+        self.audit()
+            .append(NewRecord {
+                session_id: "",
+                run_id: "",
+                step_id: "",
+                actor: &Actor::Peer(peer.uid),
+                action: actions::POLICY_RELOAD,
+                detail: serde_json::json!({
+                    "name": policy.name,
+                    "old_hash": old.hash,
+                    "new_hash": policy.hash,
+                }),
+                layer: Layer::Policy,
+            })
+            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))?;
+        self.set_default_policy(policy);
+        Ok(())
+    }
+
+    /// Answers an approval request of a session the peer owns (root may
+    /// answer any). Errors: NotFound, PermissionDenied, FailedPrecondition
+    /// (expired, already answered), InvalidArgument (bad session prefix).
+    pub fn answer_approval(&self, peer: Peer, a: &Answer) -> Result<ApprovalRecord, SessionError> {
+        let req = self.get_approval(peer, &a.request_id)?;
+        let rec = self.approvals.answer(a, &Actor::Peer(peer.uid))?;
+        tracing::info!(approval = %req.id, state = %rec.state, uid = peer.uid, "approval answered");
+        Ok(rec)
+    }
+
+    /// One approval request of a session the peer owns.
+    pub fn get_approval(&self, peer: Peer, id: &str) -> Result<ApprovalRecord, SessionError> {
+        if id.is_empty() {
+            return Err(SessionError::InvalidArgument(
+                "request_id is required".into(),
+            ));
+        }
+        let rec = self.approvals.get(id)?;
+        check_owner(&self.get_session(&rec.session_id)?, peer)?;
+        Ok(rec)
+    }
+
+    /// Approval requests of a session the peer owns.
+    pub fn list_approvals(
+        &self,
+        peer: Peer,
+        session_id: &str,
+        pending_only: bool,
+    ) -> Result<Vec<ApprovalRecord>, SessionError> {
+        check_owner(&self.get_session(session_id)?, peer)?;
+        Ok(self.approvals.list(Some(session_id), pending_only)?)
+    }
+
+    /// Audit records after `after_seq`: of one session the peer owns, or
+    /// (no session) every record, for root and the daemon's own uid only.
+    pub fn audit_records(
+        &self,
+        peer: Peer,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, SessionError> {
+        let filter = if session_id.is_empty() {
+            self.check_audit_reader(peer)?;
+            None
+        } else {
+            check_owner(&self.get_session(session_id)?, peer)?;
+            Some(session_id)
+        };
+        self.audit()
+            .list(filter, after_seq, limit)
+            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
+    }
+
+    /// Verifies the whole chain (root and the daemon's own uid only).
+    pub fn verify_audit(&self, peer: Peer) -> Result<VerifyReport, SessionError> {
+        self.check_audit_reader(peer)?;
+        self.audit()
+            .verify()
+            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
+    }
+
+    fn check_audit_reader(&self, peer: Peer) -> Result<(), SessionError> {
+        let me = nix::unistd::geteuid().as_raw();
+        if peer.uid == 0 || peer.uid == me {
+            return Ok(());
+        }
+        Err(SessionError::PermissionDenied(format!(
+            "uid {} may read the audit log of its own sessions only (give a session id)",
+            peer.uid
+        )))
+    }
+}
+
+/// The exit of a call the gate refused.
+fn refused(gate: &Gate) -> ExitSummary {
+    ExitSummary {
+        refusal: gate.refusal(),
+        approval_request_id: gate.approval_id().map(str::to_string),
+        ..Default::default()
+    }
+}
