@@ -1,0 +1,376 @@
+//! What runs after the clone: the namespace's init (pid 1), which finishes
+//! the namespaces and the mount tree, and the command process (pid 2), which
+//! applies rlimits, `no_new_privs`, Landlock and seccomp, then `execve`s.
+//!
+//! Both run in a fresh copy of the single-threaded helper, so allocating is
+//! safe. Failures are reported on the setup pipe as `E stage \0 message`;
+//! success of the set-up as `L <enforcement>`; a successful `execve` closes
+//! the pipe (`O_CLOEXEC`).
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use seccompiler::BpfProgram;
+
+use super::landlock_rules;
+use super::mounts;
+use super::plan::{Plan, SANDBOX_ID};
+use super::Enforcement;
+
+/// Fds the child needs, by role.
+pub(crate) struct ChildIo {
+    pub sync_rd: OwnedFd,
+    pub setup_wr: OwnedFd,
+    pub exit_wr: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+fn report(fd: RawFd, rec: &[u8]) {
+    let mut f = std::mem::ManuallyDrop::new(unsafe {
+        // SAFETY: fd stays owned by the caller; ManuallyDrop avoids closing it.
+        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    });
+    let _ = f.write_all(rec);
+}
+
+fn fail(fd: RawFd, stage: &str, msg: &str) -> ! {
+    let mut rec = Vec::with_capacity(stage.len() + msg.len() + 2);
+    rec.push(b'E');
+    rec.extend_from_slice(stage.as_bytes());
+    rec.push(0);
+    rec.extend_from_slice(msg.as_bytes());
+    report(fd, &rec);
+    // SAFETY: _exit is always safe.
+    unsafe { libc::_exit(126) }
+}
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// Brings `lo` up in the new network namespace (netdevice(7), SIOCSIFFLAGS).
+fn loopback_up() -> Result<(), String> {
+    // SAFETY: plain socket/ioctl calls on a zeroed, NUL-terminated ifreq.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return Err(os_err("socket"));
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            ifr.ifr_name[i] = *b as libc::c_char;
+        }
+        if libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) < 0 {
+            let e = os_err("SIOCGIFFLAGS lo");
+            libc::close(s);
+            return Err(e);
+        }
+        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) < 0 {
+            let e = os_err("SIOCSIFFLAGS lo");
+            libc::close(s);
+            return Err(e);
+        }
+        libc::close(s);
+    }
+    Ok(())
+}
+
+/// Drops every capability: bounding set, ambient set, then
+/// effective/permitted/inheritable (capabilities(7)).
+fn drop_caps() -> Result<(), String> {
+    // SAFETY: prctl/capset with valid arguments.
+    unsafe {
+        let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
+            .unwrap_or(63);
+        for c in 0..=last {
+            if libc::prctl(libc::PR_CAPBSET_DROP, c, 0, 0, 0) != 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err(os_err("PR_CAPBSET_DROP"));
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        #[repr(C)]
+        struct Hdr {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        struct Data {
+            eff: u32,
+            prm: u32,
+            inh: u32,
+        }
+        let hdr = Hdr {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [
+            Data {
+                eff: 0,
+                prm: 0,
+                inh: 0,
+            },
+            Data {
+                eff: 0,
+                prm: 0,
+                inh: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &hdr as *const Hdr, data.as_ptr()) != 0 {
+            return Err(os_err("capset"));
+        }
+    }
+    Ok(())
+}
+
+/// The namespace's init. Never returns.
+pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[BpfProgram]) -> ! {
+    let setup = io.setup_wr.as_raw_fd();
+    // Wait until the helper wrote our uid/gid maps.
+    let mut b = [0u8; 1];
+    // SAFETY: read into a 1-byte buffer.
+    let n = unsafe { libc::read(io.sync_rd.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+    if n != 1 {
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(125) }
+    }
+    drop(io.sync_rd);
+    // SAFETY: prctl with constant arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    let srcs = match mounts::open_sources(&plan.ops) {
+        Ok(s) => s,
+        Err((stage, m)) => fail(setup, stage, &m),
+    };
+    if root_mode {
+        // kuid 0 is unmapped here: become the mapped sandbox id. Capabilities
+        // in this namespace stay (no 0 -> non-0 transition inside it).
+        // SAFETY: plain id syscalls.
+        let ok = unsafe {
+            libc::setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) == 0
+                && libc::setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) == 0
+        };
+        if !ok {
+            fail(setup, "userns", &os_err("setresuid"));
+        }
+    }
+    if let Err(e) = nix::unistd::sethostname("warden") {
+        fail(setup, "uts", &format!("sethostname: {e}"));
+    }
+    if plan.private_net {
+        if let Err(e) = loopback_up() {
+            fail(setup, "network", &e);
+        }
+    }
+    if let Err((stage, m)) = mounts::build(&plan.ops, &srcs, 16 << 20) {
+        fail(setup, stage, &m);
+    }
+    if let Err((stage, m)) = mounts::protect(&plan.workspace, &plan.protect) {
+        fail(setup, stage, &m);
+    }
+    if let Err((stage, m)) = mounts::seal_root() {
+        fail(setup, stage, &m);
+    }
+    drop(srcs);
+
+    // SAFETY: the process is single-threaded; the child only runs our code
+    // until execve.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        fail(setup, "fork", &os_err("fork"));
+    }
+    if pid == 0 {
+        drop(io.exit_wr);
+        command_main(plan, io.setup_wr, io.stdout, io.stderr, filters);
+    }
+    drop(io.setup_wr);
+    drop(io.stdout);
+    drop(io.stderr);
+    // Nothing left for init to do but wait: no privileges, not dumpable.
+    let _ = drop_caps();
+    // SAFETY: prctl with constant arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on any child.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r == pid {
+            let bytes = status.to_le_bytes();
+            // SAFETY: writing 4 bytes from a stack buffer.
+            unsafe { libc::write(io.exit_wr.as_raw_fd(), bytes.as_ptr().cast(), 4) };
+            // Exiting ends the pid namespace: the kernel kills the rest.
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(0) }
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(0) }
+        }
+    }
+}
+
+fn set_limit(res: libc::__rlimit_resource_t, v: u64) -> Result<(), String> {
+    let l = libc::rlimit {
+        rlim_cur: v,
+        rlim_max: v,
+    };
+    // SAFETY: valid rlimit struct.
+    if unsafe { libc::setrlimit(res, &l) } != 0 {
+        return Err(os_err("setrlimit"));
+    }
+    Ok(())
+}
+
+/// The command process. Never returns.
+fn command_main(
+    plan: &Plan,
+    setup_wr: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    filters: &[BpfProgram],
+) -> ! {
+    let setup = setup_wr.as_raw_fd();
+    // SAFETY: these calls only touch this process's own state.
+    unsafe {
+        if libc::setsid() < 0 {
+            fail(setup, "setsid", &os_err("setsid"));
+        }
+        // Default signal dispositions and an empty mask for the command.
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        for s in 1..32 {
+            if s != libc::SIGKILL && s != libc::SIGSTOP {
+                libc::signal(s, libc::SIG_DFL);
+            }
+        }
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if null < 0
+            || libc::dup2(null, 0) < 0
+            || libc::dup2(stdout.as_raw_fd(), 1) < 0
+            || libc::dup2(stderr.as_raw_fd(), 2) < 0
+        {
+            fail(setup, "stdio", &os_err("stdio"));
+        }
+        libc::close(null);
+    }
+    drop(stdout);
+    drop(stderr);
+
+    let l = &plan.limits;
+    let limits: [(libc::__rlimit_resource_t, u64); 5] = [
+        (libc::RLIMIT_NPROC, l.nproc),
+        (libc::RLIMIT_NOFILE, l.nofile),
+        (libc::RLIMIT_FSIZE, l.fsize_bytes),
+        (libc::RLIMIT_CPU, l.cpu_seconds),
+        (libc::RLIMIT_DATA, l.data_bytes),
+    ];
+    for (r, v) in limits {
+        if let Err(e) = set_limit(r, v) {
+            fail(setup, "rlimits", &e);
+        }
+    }
+    // No core dumps of sandboxed processes.
+    let _ = set_limit(libc::RLIMIT_CORE, 0);
+    if let Err(e) = std::env::set_current_dir(&plan.cwd) {
+        fail(setup, "cwd", &format!("chdir {}: {e}", plan.cwd.display()));
+    }
+    // SAFETY: plain syscalls.
+    unsafe {
+        libc::umask(0o022);
+        // Everything but 0-2 closes on execve (the setup pipe too).
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            4u32, /* CLOEXEC */
+        ) != 0
+        {
+            fail(setup, "fds", &os_err("close_range"));
+        }
+    }
+    if let Err(e) = drop_caps() {
+        fail(setup, "capabilities", &e);
+    }
+    // SAFETY: prctl with constant arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        fail(setup, "no_new_privs", &os_err("PR_SET_NO_NEW_PRIVS"));
+    }
+    let enforcement = match landlock_rules::restrict(&plan.rules) {
+        Ok(e) => e,
+        Err(e) => fail(setup, "landlock", &e),
+    };
+    if plan.require_full_landlock && enforcement != Enforcement::Full {
+        fail(
+            setup,
+            "refused",
+            &format!(
+                "policy requires full Landlock enforcement, this kernel gives {}",
+                enforcement.as_str()
+            ),
+        );
+    }
+    report(setup, &[b'L', enforcement as u8]);
+    if let Err(e) = super::seccomp::install(filters) {
+        fail(setup, "seccomp", &e);
+    }
+    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = plan.env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let mut last = libc::ENOENT;
+    for exe in &plan.exe {
+        // SAFETY: NUL-terminated arrays of valid C strings.
+        unsafe { libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if e != libc::ENOENT && e != libc::ENOTDIR {
+            last = e;
+        }
+    }
+    let a0 = plan.argv[0].to_string_lossy();
+    let msg = if last == libc::ENOENT {
+        format!("{a0}: command not found")
+    } else {
+        format!("{a0}: {}", std::io::Error::from_raw_os_error(last))
+    };
+    fail(setup, "execve", &msg)
+}
+
+/// Decodes `L`/`E` records read from the setup pipe.
+pub(crate) fn parse_setup(buf: &[u8]) -> Result<Enforcement, (String, String)> {
+    if let Some(rest) = buf.iter().position(|b| *b == b'E').map(|i| &buf[i + 1..]) {
+        let (stage, msg) = match rest.iter().position(|b| *b == 0) {
+            Some(z) => (&rest[..z], &rest[z + 1..]),
+            None => (rest, &[][..]),
+        };
+        return Err((
+            String::from_utf8_lossy(stage).into_owned(),
+            String::from_utf8_lossy(msg).into_owned(),
+        ));
+    }
+    match buf {
+        [b'L', e, ..] => Ok(match *e {
+            x if x == Enforcement::Full as u8 => Enforcement::Full,
+            x if x == Enforcement::Partial as u8 => Enforcement::Partial,
+            _ => Enforcement::None,
+        }),
+        _ => Err((
+            "setup".into(),
+            "sandbox set-up ended without a report".into(),
+        )),
+    }
+}

@@ -1,0 +1,560 @@
+//! The spawn helper: a single-threaded process that receives spawn requests
+//! over a Unix socketpair, clones each command into new namespaces, reaps
+//! them and reports their exit. It dies with the daemon (`PR_SET_PDEATHSIG`
+//! and EOF on the socket), and every command's init dies with it.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+use seccompiler::BpfProgram;
+
+use super::child::{self, ChildIo};
+use super::mounts::{
+    self, MountAttr, MOUNT_ATTR_IDMAP, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+};
+use super::plan::{HostFacts, Plan, SANDBOX_ID};
+use super::protocol::{self, FromHelper, ToHelper, WireError, WireRequest};
+
+/// Host uid/gid commands run as when the daemon is root (overridable with
+/// `WARDEN_SANDBOX_HOST_UID` in the daemon's environment).
+pub const DEFAULT_ROOT_HOST_UID: u32 = 2_000_000_000;
+
+/// How long the set-up of one command may take before it is killed, ms.
+const SETUP_TIMEOUT_MS: i32 = 30_000;
+
+struct Running {
+    id: u64,
+    exit_rd: OwnedFd,
+    started: bool,
+}
+
+struct Helper {
+    sock: UnixStream,
+    host: HostFacts,
+    filters: Vec<BpfProgram>,
+    children: HashMap<libc::pid_t, Running>,
+    by_id: HashMap<u64, libc::pid_t>,
+    /// (disk uid, disk gid) -> user namespace fd mapping them to the host id.
+    idmaps: HashMap<(u32, u32), OwnedFd>,
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a 2-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh fds.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn setup_err(stage: &str, e: impl std::fmt::Display) -> WireError {
+    WireError::Setup {
+        stage: stage.into(),
+        message: e.to_string(),
+    }
+}
+
+/// Closes every fd except 0-2 and `keep`.
+fn close_others(keep: RawFd) {
+    // SAFETY: close_range on ranges that exclude `keep`.
+    unsafe {
+        if keep > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (keep - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+    }
+}
+
+/// Entry point of the helper process. Never returns.
+pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
+    // SAFETY: process-wide set-up of a process that has exactly one thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+        libc::prctl(libc::PR_SET_NAME, c"warden-spawn".as_ptr());
+        libc::setsid();
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    close_others(sock.as_raw_fd());
+    // SAFETY: geteuid never fails.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        // Supplementary groups of root (gid 0, disk, ...) must not reach
+        // any command.
+        // SAFETY: empty group list.
+        unsafe { libc::setgroups(0, std::ptr::null()) };
+    }
+    let (host_uid, host_gid) = if root {
+        let id = std::env::var("WARDEN_SANDBOX_HOST_UID")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|v| *v != 0)
+            .unwrap_or(DEFAULT_ROOT_HOST_UID);
+        (id, id)
+    } else {
+        // SAFETY: getters never fail.
+        unsafe { (libc::getuid(), libc::getgid()) }
+    };
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from(if root { "/root" } else { "/" }));
+    let filters = match super::seccomp::compile() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("warden-spawn: seccomp filters: {e}");
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(1) }
+        }
+    };
+    let mut h = Helper {
+        sock,
+        host: HostFacts {
+            root,
+            host_uid,
+            host_gid,
+            home,
+        },
+        filters,
+        children: HashMap::new(),
+        by_id: HashMap::new(),
+        idmaps: HashMap::new(),
+    };
+    h.serve()
+}
+
+impl Helper {
+    fn serve(&mut self) -> ! {
+        // SIGCHLD through a signalfd, so one poll(2) waits for both.
+        // SAFETY: signal mask manipulation in a single-threaded process.
+        let sfd = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGCHLD);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+        };
+        if sfd < 0 {
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(1) }
+        }
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.sock.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: sfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: valid pollfd array.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if n < 0 {
+                continue;
+            }
+            if fds[1].revents != 0 {
+                let mut buf = [0u8; 128];
+                // SAFETY: draining the signalfd into a stack buffer.
+                while unsafe { libc::read(sfd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+                self.reap();
+            }
+            if fds[0].revents != 0 {
+                match protocol::recv::<ToHelper>(&self.sock) {
+                    Ok(Some((ToHelper::Spawn { id, req }, fds))) => self.spawn(id, *req, fds),
+                    Ok(Some((ToHelper::Kill { id }, _))) => self.kill(id),
+                    Ok(None) | Err(_) => self.shutdown(),
+                }
+            }
+        }
+    }
+
+    /// The daemon is gone: every command goes with it.
+    fn shutdown(&mut self) -> ! {
+        for pid in self.children.keys() {
+            // SAFETY: signalling our own children.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(0) }
+    }
+
+    fn kill(&mut self, id: u64) {
+        if let Some(pid) = self.by_id.get(&id) {
+            // The init dies; the kernel then kills its whole pid namespace.
+            // SAFETY: our own, not yet reaped, child.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+    }
+
+    fn send(&self, msg: &FromHelper) {
+        if protocol::send(&self.sock, msg, &[]).is_err() {
+            // The daemon is unreachable: nothing to serve.
+            for pid in self.children.keys() {
+                // SAFETY: signalling our own children.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(0) }
+        }
+    }
+
+    fn reap(&mut self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: non-blocking waitpid on any child.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                return;
+            }
+            let Some(rec) = self.children.remove(&pid) else {
+                continue;
+            };
+            self.by_id.remove(&rec.id);
+            if !rec.started {
+                continue;
+            }
+            // The init writes the command's wait status before exiting; no
+            // status means the init itself was killed (kill / timeout).
+            let mut b = [0u8; 4];
+            let mut f = std::fs::File::from(rec.exit_rd);
+            let cmd_status = match f.read(&mut b) {
+                Ok(4) => i32::from_le_bytes(b),
+                _ => status,
+            };
+            let (code, signal) = if libc::WIFEXITED(cmd_status) {
+                (Some(libc::WEXITSTATUS(cmd_status)), None)
+            } else if libc::WIFSIGNALED(cmd_status) {
+                (None, Some(libc::WTERMSIG(cmd_status)))
+            } else {
+                (None, Some(libc::SIGKILL))
+            };
+            self.send(&FromHelper::Exited {
+                id: rec.id,
+                code,
+                signal,
+            });
+        }
+    }
+
+    fn spawn(&mut self, id: u64, req: WireRequest, mut fds: Vec<OwnedFd>) {
+        let msg = match self.try_spawn(id, &req, &mut fds) {
+            Ok((pid, landlock)) => FromHelper::Started {
+                id,
+                pid: pid as u32,
+                landlock,
+            },
+            Err(error) => FromHelper::Failed { id, error },
+        };
+        self.send(&msg);
+    }
+
+    fn try_spawn(
+        &mut self,
+        id: u64,
+        req: &WireRequest,
+        fds: &mut Vec<OwnedFd>,
+    ) -> Result<(libc::pid_t, super::Enforcement), WireError> {
+        if fds.len() != 2 {
+            return Err(setup_err("protocol", "expected stdout and stderr fds"));
+        }
+        let stderr = fds.pop().unwrap();
+        let stdout = fds.pop().unwrap();
+        let mut plan = Plan::new(req, &self.host)?;
+        if self.host.root {
+            let mnt = self.idmapped_workspace(&plan)?;
+            plan.attach_workspace(mnt);
+        }
+        let (sync_rd, sync_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
+        let (setup_rd, setup_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
+        let (exit_rd, exit_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
+
+        let mut flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS
+            | libc::CLONE_NEWCGROUP;
+        if plan.private_net {
+            flags |= libc::CLONE_NEWNET;
+        }
+        // clone(2) without a new stack behaves like fork(2); this process has
+        // one thread, so the child may allocate.
+        // SAFETY: raw clone with fork semantics (x86_64/aarch64 argument
+        // order: flags, stack, parent_tid, child_tid, tls).
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                (flags | libc::SIGCHLD) as libc::c_ulong,
+                0usize,
+                0usize,
+                0usize,
+                0usize,
+            )
+        } as libc::pid_t;
+        if pid < 0 {
+            return Err(setup_err(
+                "namespaces",
+                format!("clone: {}", std::io::Error::last_os_error()),
+            ));
+        }
+        if pid == 0 {
+            drop(sync_wr);
+            drop(setup_rd);
+            drop(exit_rd);
+            // Helper-only fds must not reach the command.
+            // SAFETY: closing fds this child does not use.
+            unsafe {
+                libc::close(self.sock.as_raw_fd());
+            }
+            for r in self.children.values() {
+                // SAFETY: as above.
+                unsafe { libc::close(r.exit_rd.as_raw_fd()) };
+            }
+            for f in self.idmaps.values() {
+                // SAFETY: as above.
+                unsafe { libc::close(f.as_raw_fd()) };
+            }
+            let io = ChildIo {
+                sync_rd,
+                setup_wr,
+                exit_wr,
+                stdout,
+                stderr,
+            };
+            child::init_main(&plan, io, self.host.root, &self.filters);
+        }
+        drop(sync_rd);
+        drop(setup_wr);
+        drop(exit_wr);
+        drop(stdout);
+        drop(stderr);
+        drop(plan);
+        self.children.insert(
+            pid,
+            Running {
+                id,
+                exit_rd,
+                started: false,
+            },
+        );
+        self.by_id.insert(id, pid);
+
+        let fail = |this: &mut Helper, e: WireError| {
+            // SAFETY: our own child; reaped later by reap().
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = this;
+            e
+        };
+        let maps = [
+            ("setgroups", "deny".to_string()),
+            (
+                "uid_map",
+                format!("{SANDBOX_ID} {} 1\n", self.host.host_uid),
+            ),
+            (
+                "gid_map",
+                format!("{SANDBOX_ID} {} 1\n", self.host.host_gid),
+            ),
+        ];
+        for (file, content) in maps {
+            if let Err(e) = std::fs::write(format!("/proc/{pid}/{file}"), content) {
+                return Err(fail(
+                    self,
+                    setup_err("userns", format!("write {file}: {e}")),
+                ));
+            }
+        }
+        // SAFETY: one byte from a stack buffer.
+        if unsafe { libc::write(sync_wr.as_raw_fd(), b"g".as_ptr().cast(), 1) } != 1 {
+            return Err(fail(self, setup_err("userns", "child vanished")));
+        }
+        drop(sync_wr);
+
+        let buf = match read_until_eof(&setup_rd, SETUP_TIMEOUT_MS) {
+            Ok(b) => b,
+            Err(e) => return Err(fail(self, setup_err("setup", e))),
+        };
+        match child::parse_setup(&buf) {
+            Ok(e) => {
+                if let Some(r) = self.children.get_mut(&pid) {
+                    r.started = true;
+                }
+                Ok((pid, e))
+            }
+            Err((stage, message)) => {
+                let err = if stage == "refused" {
+                    WireError::Refused(message)
+                } else {
+                    WireError::Setup { stage, message }
+                };
+                Err(fail(self, err))
+            }
+        }
+    }
+
+    /// A detached clone of the workspace mount, idmapped so that the
+    /// workspace owner's ids on disk appear as the sandbox's host ids
+    /// (mount_setattr(2), `MOUNT_ATTR_IDMAP`).
+    fn idmapped_workspace(&mut self, plan: &Plan) -> Result<OwnedFd, WireError> {
+        let (uid, gid) = plan.ws_owner;
+        let userns = match self.idmaps.get(&(uid, gid)) {
+            Some(fd) => fd.try_clone().map_err(|e| setup_err("idmap", e))?,
+            None => {
+                let fd = make_userns(
+                    &format!("{uid} {} 1\n", self.host.host_uid),
+                    &format!("{gid} {} 1\n", self.host.host_gid),
+                )
+                .map_err(|e| setup_err("idmap", format!("user namespace for the idmap: {e}")))?;
+                let c = fd.try_clone().map_err(|e| setup_err("idmap", e))?;
+                self.idmaps.insert((uid, gid), fd);
+                c
+            }
+        };
+        let path = std::ffi::CString::new(plan.workspace.as_os_str().as_encoded_bytes())
+            .map_err(|_| setup_err("idmap", "NUL in workspace path"))?;
+        // SAFETY: open_tree(2) with a valid path.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                (1u32 /* OPEN_TREE_CLONE */ | libc::O_CLOEXEC as u32) as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(setup_err(
+                "idmap",
+                format!(
+                    "open_tree {}: {}",
+                    plan.workspace.display(),
+                    std::io::Error::last_os_error()
+                ),
+            ));
+        }
+        // SAFETY: fresh fd.
+        let mnt = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        let mut set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        if plan.ws_readonly {
+            set |= MOUNT_ATTR_RDONLY;
+        }
+        let attr = MountAttr {
+            attr_set: set,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: userns.as_raw_fd() as u64,
+        };
+        mounts::mount_setattr(
+            mnt.as_raw_fd(),
+            &std::ffi::CString::new("").unwrap(),
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            &attr,
+        )
+        .map_err(|e| {
+            WireError::Refused(format!(
+                "workspace {} cannot be idmapped on this filesystem ({e}); \
+                 a root daemon needs an idmappable workspace",
+                plan.workspace.display()
+            ))
+        })?;
+        Ok(mnt)
+    }
+}
+
+/// Reads `fd` until EOF or `timeout_ms` passes.
+fn read_until_eof(fd: &OwnedFd, timeout_ms: i32) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "sandbox set-up did not finish within {timeout_ms} ms"
+            ));
+        }
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(format!("poll: {}", std::io::Error::last_os_error()));
+        }
+        if n == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        // SAFETY: read into a stack buffer.
+        let r = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(format!("read: {}", std::io::Error::last_os_error()));
+        }
+        if r == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..r as usize]);
+        if out.len() > 1 << 16 {
+            return Err("sandbox set-up report too long".into());
+        }
+    }
+}
+
+/// A user namespace with the given maps, held open by fd (user_namespaces(7)).
+/// A short-lived child creates it and exits once the fd is open.
+pub(crate) fn make_userns(uid_map: &str, gid_map: &str) -> std::io::Result<OwnedFd> {
+    let (rd, wr) = pipe()?;
+    // SAFETY: fork-like clone in a single-threaded process; the child only
+    // blocks on a read and exits.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    } as libc::pid_t;
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        drop(wr);
+        let mut b = [0u8; 1];
+        // SAFETY: blocking read until the parent closes the pipe.
+        unsafe {
+            libc::read(rd.as_raw_fd(), b.as_mut_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    drop(rd);
+    let res = (|| {
+        std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
+        std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), gid_map)?;
+        let f = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+        Ok(OwnedFd::from(f))
+    })();
+    drop(wr);
+    let mut st = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    res
+}

@@ -1,0 +1,446 @@
+//! Turns one [`WireRequest`] into a [`Plan`]: every path checked, every
+//! source opened (`O_PATH`), the environment and Landlock rules computed —
+//! all in the helper, before the clone, so the child only executes.
+
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::landlock_rules::Rules;
+use super::mounts::Op;
+use super::protocol::{WireError, WireRequest};
+use super::settings::Limits;
+use super::Profile;
+
+/// The uid and gid the command has inside its user namespace.
+pub const SANDBOX_ID: u32 = 1000;
+/// Name of the sandbox user in the generated `/etc/passwd`.
+pub const SANDBOX_USER: &str = "warden";
+
+/// System directories bound read-only (or recreated as symlinks when the
+/// host has a merged `/usr`).
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// Toolchain locations under the host's home, bound read-only when present.
+pub const TOOLCHAINS: &[&str] = &[
+    ".cargo/bin",
+    ".cargo/registry",
+    ".cargo/git",
+    ".rustup",
+    ".pyenv",
+    ".nvm",
+    ".local/bin",
+    "go",
+];
+
+/// Credential files that are masked wherever a bound tree would expose them.
+pub const CREDENTIALS: &[&str] = &[
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".docker/config.json",
+    ".config/gh",
+    ".kube",
+];
+
+/// Device nodes bound into the minimal `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+
+/// Facts about the helper fixed at start.
+#[derive(Debug, Clone)]
+pub(crate) struct HostFacts {
+    /// The helper runs as root (idmapped workspace, unprivileged host uid).
+    pub root: bool,
+    /// Host uid/gid the sandbox id maps to.
+    pub host_uid: u32,
+    pub host_gid: u32,
+    /// The host's home directory (toolchains live there).
+    pub home: PathBuf,
+}
+
+/// Everything the child needs.
+pub(crate) struct Plan {
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+    /// Candidate executables for `argv[0]`, in `PATH` order.
+    pub exe: Vec<CString>,
+    pub cwd: PathBuf,
+    pub workspace: PathBuf,
+    pub private_net: bool,
+    pub ops: Vec<Op>,
+    pub protect: Vec<PathBuf>,
+    pub rules: Rules,
+    pub require_full_landlock: bool,
+    pub limits: Limits,
+    /// Workspace owner on disk (for the idmapped mount).
+    pub ws_owner: (u32, u32),
+    pub ws_readonly: bool,
+}
+
+fn setup(stage: &str, message: impl Into<String>) -> WireError {
+    WireError::Setup {
+        stage: stage.into(),
+        message: message.into(),
+    }
+}
+
+fn refused(m: impl Into<String>) -> WireError {
+    WireError::Refused(m.into())
+}
+
+fn open_path(p: &Path) -> std::io::Result<OwnedFd> {
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: valid C string; O_PATH open returns a new fd or -1.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        // SAFETY: fresh fd.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+impl Plan {
+    /// Checks `req` and prepares it. Errors: `Refused` for input that must
+    /// not run (bad paths, hidden paths), `Setup` for host trouble.
+    pub(crate) fn new(req: &WireRequest, host: &HostFacts) -> Result<Plan, WireError> {
+        req.settings
+            .validate()
+            .map_err(|e| refused(e.to_string()))?;
+        if req.argv.is_empty() || req.argv[0].is_empty() {
+            return Err(refused("empty command"));
+        }
+        let argv = req
+            .argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| refused("command contains a NUL byte"))?;
+        let ws = &req.workspace;
+        if !ws.is_absolute() || ws.components().any(|c| c == Component::ParentDir) {
+            return Err(refused(format!(
+                "workspace {} is not absolute",
+                ws.display()
+            )));
+        }
+        let meta = std::fs::metadata(ws)
+            .map_err(|e| refused(format!("workspace {}: {e}", ws.display())))?;
+        if !meta.is_dir() {
+            return Err(refused(format!(
+                "workspace {} is not a directory",
+                ws.display()
+            )));
+        }
+        if ws == Path::new("/") || SYSTEM.iter().any(|s| ws == Path::new(s)) {
+            return Err(refused(format!(
+                "workspace {} is a system directory",
+                ws.display()
+            )));
+        }
+        for h in &req.hidden {
+            if overlaps(ws, h) {
+                return Err(refused(format!(
+                    "workspace {} overlaps hidden path {}",
+                    ws.display(),
+                    h.display()
+                )));
+            }
+        }
+        if !req.cwd.is_absolute() || !req.cwd.starts_with(ws) {
+            return Err(refused(format!(
+                "cwd {} is not inside the workspace {}",
+                req.cwd.display(),
+                ws.display()
+            )));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let ws_owner = (meta.uid(), meta.gid());
+        let ws_readonly = req.profile == Profile::SafeRead;
+        let tmpfs = req.settings.limits.tmpfs_bytes;
+        let home = host.home.clone();
+
+        let mut ops: Vec<Op> = Vec::new();
+        let mut visible: Vec<PathBuf> = Vec::new();
+        let mut rules = Rules::default();
+        let mut bound_sources: Vec<PathBuf> = Vec::new();
+
+        let mut bind_ro = |p: &Path,
+                           ops: &mut Vec<Op>,
+                           visible: &mut Vec<PathBuf>,
+                           rules: &mut Rules|
+         -> Result<(), WireError> {
+            let m = match std::fs::symlink_metadata(p) {
+                Ok(m) => m,
+                Err(_) => return Ok(()), // absent: skipped
+            };
+            for h in &req.hidden {
+                if overlaps(p, h) {
+                    return Err(refused(format!(
+                        "read-only path {} overlaps hidden path {}",
+                        p.display(),
+                        h.display()
+                    )));
+                }
+            }
+            if m.file_type().is_symlink() && SYSTEM.iter().any(|s| Path::new(s) == p) {
+                let target = std::fs::read_link(p).map_err(|e| setup("plan", e.to_string()))?;
+                ops.push(Op::Symlink {
+                    target,
+                    dst: p.to_path_buf(),
+                });
+                visible.push(p.to_path_buf());
+                return Ok(());
+            }
+            if open_path(p).is_err() {
+                return Ok(()); // unreadable for us: not visible
+            }
+            let file = !std::fs::metadata(p).map(|m| m.is_dir()).unwrap_or(false);
+            ops.push(Op::Bind {
+                src: p.to_path_buf(),
+                dst: p.to_path_buf(),
+                file,
+                readonly: true,
+                device: false,
+            });
+            visible.push(p.to_path_buf());
+            rules.read.push(p.to_path_buf());
+            bound_sources.push(p.to_path_buf());
+            Ok(())
+        };
+
+        for s in SYSTEM {
+            bind_ro(Path::new(s), &mut ops, &mut visible, &mut rules)?;
+        }
+        for t in TOOLCHAINS {
+            bind_ro(&home.join(t), &mut ops, &mut visible, &mut rules)?;
+        }
+        for p in &req.settings.read_only_paths {
+            bind_ro(p, &mut ops, &mut visible, &mut rules)?;
+        }
+        drop(bind_ro);
+
+        // Private scratch space and home.
+        for (d, mode) in [("/tmp", 0o1777), ("/var/tmp", 0o1777), ("/dev/shm", 0o1777)] {
+            ops.push(Op::Tmpfs {
+                dst: d.into(),
+                mode,
+                size: tmpfs,
+            });
+            visible.push(d.into());
+            rules.write.push(d.into());
+        }
+        if home != Path::new("/") && !home.as_os_str().is_empty() {
+            ops.push(Op::Tmpfs {
+                dst: home.clone(),
+                mode: 0o700,
+                size: tmpfs,
+            });
+            visible.push(home.clone());
+            rules.write.push(home.clone());
+        }
+        // Minimal /dev.
+        ops.push(Op::Tmpfs {
+            dst: "/dev".into(),
+            mode: 0o755,
+            size: 1 << 16,
+        });
+        for d in DEVICES {
+            let p = Path::new("/dev").join(d);
+            if open_path(&p).is_ok() {
+                ops.push(Op::Bind {
+                    src: p.clone(),
+                    dst: p.clone(),
+                    file: true,
+                    readonly: false,
+                    device: true,
+                });
+            }
+        }
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            ops.push(Op::Symlink {
+                target: target.into(),
+                dst: Path::new("/dev").join(name),
+            });
+        }
+        rules.devices.push("/dev".into());
+        visible.push("/dev".into());
+
+        // Credential files inside anything bound stay hidden.
+        for c in CREDENTIALS {
+            let p = home.join(c);
+            if let Ok(m) = std::fs::symlink_metadata(&p) {
+                if bound_sources.iter().any(|b| p.starts_with(b)) {
+                    ops.push(Op::Mask {
+                        dst: p.clone(),
+                        file: !m.is_dir(),
+                    });
+                }
+            }
+        }
+
+        // The workspace: attached by the child (idmapped when root) or bound.
+        if host.root {
+            // Placeholder; the helper replaces it with an Attach of the
+            // idmapped detached mount.
+        } else {
+            open_path(ws).map_err(|e| setup("plan", format!("open workspace: {e}")))?;
+            ops.push(Op::Bind {
+                src: ws.clone(),
+                dst: ws.clone(),
+                file: false,
+                readonly: ws_readonly,
+                device: false,
+            });
+        }
+        visible.push(ws.clone());
+        if ws_readonly {
+            rules.read.push(ws.clone());
+        } else {
+            rules.write.push(ws.clone());
+        }
+
+        // passwd / group with the sandbox user.
+        let home_s = home.display().to_string();
+        ops.push(Op::File {
+            dst: "/etc/passwd".into(),
+            content: format!(
+                "root:x:0:0:root:/root:/bin/sh\n{SANDBOX_USER}:x:{SANDBOX_ID}:{SANDBOX_ID}:Warden sandbox:{home_s}:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        });
+        ops.push(Op::File {
+            dst: "/etc/group".into(),
+            content: format!("root:x:0:\n{SANDBOX_USER}:x:{SANDBOX_ID}:\nnogroup:x:65534:\n"),
+        });
+        ops.push(Op::Proc {
+            dst: "/proc".into(),
+        });
+        rules.read.push("/proc".into());
+
+        // Parents before children; stable, so equal depths keep their order.
+        ops.sort_by_key(|o| (matches!(o, Op::Proc { .. }), depth(o.dst())));
+
+        // Environment: the caller's, PATH restricted to what is visible,
+        // toolchain homes set.
+        let is_visible = |p: &Path| visible.iter().any(|v| p.starts_with(v));
+        let mut env: Vec<(String, String)> = req.env.clone();
+        let get = |env: &Vec<(String, String)>, k: &str| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
+            env.retain(|(n, _)| n != k);
+            env.push((k.to_string(), v));
+        };
+        let path = get(&env, "PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let kept: Vec<&str> = path
+            .split(':')
+            .filter(|d| !d.is_empty() && Path::new(d).is_absolute() && is_visible(Path::new(d)))
+            .collect();
+        let path = kept.join(":");
+        set(&mut env, "PATH", path.clone());
+        if get(&env, "HOME").is_none() {
+            set(&mut env, "HOME", home_s.clone());
+        }
+        if home.join(".cargo/bin").is_dir() && get(&env, "CARGO_HOME").is_none() {
+            set(
+                &mut env,
+                "CARGO_HOME",
+                home.join(".cargo").display().to_string(),
+            );
+        }
+        if home.join(".rustup").is_dir() && get(&env, "RUSTUP_HOME").is_none() {
+            set(
+                &mut env,
+                "RUSTUP_HOME",
+                home.join(".rustup").display().to_string(),
+            );
+        }
+        let env = env
+            .iter()
+            .map(|(k, v)| {
+                if k.is_empty() || k.contains('=') {
+                    return Err(refused(format!("bad environment variable name {k:?}")));
+                }
+                CString::new(format!("{k}={v}"))
+                    .map_err(|_| refused(format!("environment variable {k} contains a NUL byte")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+
+        // argv[0] through PATH (execvp(3) semantics, without the shell
+        // fallback).
+        let a0 = &req.argv[0];
+        let exe: Vec<CString> = if a0.contains('/') {
+            let p = if Path::new(a0).is_absolute() {
+                PathBuf::from(a0)
+            } else {
+                req.cwd.join(a0)
+            };
+            vec![CString::new(p.as_os_str().as_bytes()).map_err(|_| refused("NUL in command"))?]
+        } else {
+            kept.iter()
+                .filter_map(|d| CString::new(format!("{d}/{a0}")).ok())
+                .collect()
+        };
+
+        let protect = if ws_readonly {
+            Vec::new()
+        } else {
+            req.settings.all_protected()
+        };
+
+        Ok(Plan {
+            argv,
+            env,
+            exe,
+            cwd: req.cwd.clone(),
+            workspace: ws.clone(),
+            private_net: matches!(req.profile, Profile::SafeRead | Profile::Write),
+            ops,
+            protect,
+            rules,
+            require_full_landlock: req.settings.require_full_landlock,
+            limits: req.settings.limits.clone(),
+            ws_owner,
+            ws_readonly,
+        })
+    }
+
+    /// Inserts the attach of an idmapped workspace mount (root helper).
+    pub(crate) fn attach_workspace(&mut self, mnt: OwnedFd) {
+        let d = depth(&self.workspace);
+        let pos = self
+            .ops
+            .iter()
+            .position(|o| matches!(o, Op::Proc { .. }) || depth(o.dst()) > d)
+            .unwrap_or(self.ops.len());
+        self.ops.insert(
+            pos,
+            Op::Attach {
+                mnt,
+                dst: self.workspace.clone(),
+            },
+        );
+    }
+}

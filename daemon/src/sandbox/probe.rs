@@ -1,0 +1,1 @@
+//! Capability probe for `warden doctor`: which kernel mechanisms work here.
