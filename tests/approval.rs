@@ -123,6 +123,16 @@ async fn answer(
         .map(|r| r.into_inner())
 }
 
+async fn get(c: &Client, id: &str) -> pb::ApprovalRequest {
+    c.approvals()
+        .get_approval(pb::GetApprovalRequest {
+            request_id: id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 async fn grant_once(c: &Client, id: &str) -> Result<pb::ApprovalRequest, tonic::Status> {
     answer(c, id, pb::Decision::Allow, pb::GrantScope::Once, &[]).await
 }
@@ -183,14 +193,7 @@ fn a_once_grant_runs_exactly_that_command_exactly_once() {
 
     rt.block_on(async {
         let c = d.client().await;
-        let got = c
-            .approvals()
-            .get_approval(pb::GetApprovalRequest {
-                request_id: id.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let got = get(&c, &id).await;
         assert_eq!(got.state, pb::ApprovalState::Consumed as i32);
         let recs = audit(&c, &sid).await;
         let actions: Vec<&str> = recs.iter().map(|r| r.action.as_str()).collect();
@@ -543,4 +546,89 @@ fn audit_verify_detects_edits_deletions_reordering_and_a_cut_tail() {
         );
         d.terminate();
     }
+}
+
+/// The request id from a `approval required (request ID)` status message.
+fn id_in(msg: &str) -> String {
+    let start = msg.find("(request ").expect("request id in the message") + "(request ".len();
+    let end = msg[start..].find(')').unwrap() + start;
+    msg[start..end].to_string()
+}
+
+#[test]
+fn file_tools_ask_with_the_diff_and_a_grant_covers_exactly_those_bytes() {
+    let d = Daemon::start();
+    let ws = workspace();
+    std::fs::write(ws.path().join("f.txt"), "old line\n").unwrap();
+    rt().block_on(async {
+        let c = d.client().await;
+        let sid = session(&c, ws.path(), "default").await;
+        let write = |content: &str| pb::WriteFileRequest {
+            session_id: sid.clone(),
+            path: "f.txt".into(),
+            content: content.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let st = c.files().write_file(write("new line\n")).await.unwrap_err();
+        assert_eq!(st.code(), tonic::Code::PermissionDenied);
+        assert!(
+            st.message().starts_with("approval required"),
+            "{}",
+            st.message()
+        );
+        let id = id_in(st.message());
+        let req = get(&c, &id).await;
+        let preview = req.preview.unwrap();
+        assert_eq!(preview.tool, "write_file");
+        assert!(
+            preview.diff.contains("-old line") && preview.diff.contains("+new line"),
+            "{}",
+            preview.diff
+        );
+        assert_eq!(preview.classification.unwrap().writes, ["f.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("f.txt")).unwrap(),
+            "old line\n"
+        );
+        grant_once(&c, &id).await.unwrap();
+        // Other bytes to the same path: not covered.
+        let st = c.files().write_file(write("other\n")).await.unwrap_err();
+        assert!(
+            st.message().starts_with("approval required"),
+            "{}",
+            st.message()
+        );
+        // Exactly the approved bytes: written, once.
+        c.files().write_file(write("new line\n")).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("f.txt")).unwrap(),
+            "new line\n"
+        );
+        let st = c.files().write_file(write("new line\n")).await.unwrap_err();
+        assert!(
+            st.message().starts_with("approval required"),
+            "replayed: {}",
+            st.message()
+        );
+        // A malformed patch is a schema error, never a policy question.
+        let st = c
+            .files()
+            .apply_patch(pb::ApplyPatchRequest {
+                session_id: sid.clone(),
+                patch: "this is not a diff".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(st.code(), tonic::Code::InvalidArgument);
+        let recs = audit(&c, &sid).await;
+        let reject = recs
+            .iter()
+            .find(|r| r.action == "reject")
+            .expect("rejection recorded");
+        assert_eq!(reject.layer, "schema");
+        assert!(!recs
+            .iter()
+            .any(|r| r.action == "classify" && r.detail_json.contains("apply_patch")));
+    });
 }

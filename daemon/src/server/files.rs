@@ -1,17 +1,17 @@
 //! `warden.v1.Files`: the confined file tools ([`crate::workspace`]) over
 //! gRPC. Reads and grep results are redacted before they leave; writes and
-//! patches are write-tier calls decided by the session's policy like exec
-//! (allow; ask runs only with `approve`, the CLI's `--yes`; deny never).
+//! patches are write-tier calls decided by the session's policy and the
+//! user's approvals like exec (`SessionManager::gate_file_tool`: the preview
+//! carries the diff; ask without `approve` raises a request and refuses).
 
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
 use super::{peer, status};
-use crate::policy::{Decision, Tier};
 use crate::proto::v1::{self as pb, files_server::Files};
 use crate::redact::Redactor;
-use crate::session::{Session, SessionManager};
+use crate::session::{FileToolCall, Session, SessionManager};
 use crate::workspace::{FileChange, Limits, Workspace, WorkspaceError};
 
 pub struct FilesService {
@@ -85,24 +85,6 @@ impl FilesService {
     }
 }
 
-/// The policy decision for a write-tier file tool call: `Ok` to go ahead,
-/// PERMISSION_DENIED starting `denied` or `approval required` otherwise.
-fn decide_write(session: &Session, tool: &str, path: &str, approve: bool) -> Result<(), Status> {
-    let decision = session.policy.file.tiers.decide(Tier::Write);
-    match decision {
-        Decision::Allow => Ok(()),
-        Decision::Ask if approve => Ok(()),
-        Decision::Ask => Err(Status::permission_denied(format!(
-            "approval required: {tool} {path} is a write-tier call and policy {} asks (grant once with --yes / approve)",
-            session.policy.name
-        ))),
-        Decision::Deny => Err(Status::permission_denied(format!(
-            "denied: {tool} {path} is a write-tier call and policy {} denies writes",
-            session.policy.name
-        ))),
-    }
-}
-
 #[tonic::async_trait]
 impl Files for FilesService {
     async fn read_file(
@@ -135,9 +117,36 @@ impl Files for FilesService {
     ) -> Result<Response<pb::WriteFileResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
+        let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
-                decide_write(s, "write_file", &r.path, r.approve)?;
+                // Preview: the diff against the current content (none for a
+                // file that is absent, binary or too large to read whole).
+                let diff = match ws.read_file(&r.path, 0, None) {
+                    Ok(o) if o.binary || o.truncated => format!(
+                        "({} exists and is binary or large: no diff shown)",
+                        r.path
+                    ),
+                    Ok(o) => crate::workspace::unified_diff(
+                        Some(&r.path),
+                        Some(&r.path),
+                        o.content.as_bytes(),
+                        &r.content,
+                    ),
+                    Err(_) => crate::workspace::unified_diff(None, Some(&r.path), b"", &r.content),
+                };
+                let call = FileToolCall {
+                    tool: "write_file",
+                    session_id: &s.id,
+                    paths: vec![r.path.clone()],
+                    content_hash: crate::workspace::hash_bytes(&r.content),
+                    diff,
+                    approve: r.approve,
+                    run_id: &r.run_id,
+                    step_id: &r.step_id,
+                    tool_call_id: &r.tool_call_id,
+                };
+                mgr.gate_file_tool(peer, s, &call).map_err(status)?;
                 let base = (!r.base_hash.is_empty()).then_some(r.base_hash.as_str());
                 let mode = (r.mode != 0).then_some(r.mode);
                 let c = ws
@@ -163,9 +172,35 @@ impl Files for FilesService {
     ) -> Result<Response<pb::ApplyPatchResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
+        let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
-                decide_write(s, "apply_patch", "", r.approve)?;
+                // Schema layer: a patch that does not parse never reaches policy.
+                let sections = crate::workspace::parse_patch(&r.patch).map_err(|e| {
+                    let msg = e.to_string();
+                    mgr.record_rejection(peer, &s.id, &r.run_id, &r.step_id, "apply_patch", &msg);
+                    ws_status(e)
+                })?;
+                let mut paths: Vec<String> = Vec::new();
+                for f in &sections {
+                    for p in [&f.old_path, &f.new_path].into_iter().flatten() {
+                        if !paths.contains(p) {
+                            paths.push(p.clone());
+                        }
+                    }
+                }
+                let call = FileToolCall {
+                    tool: "apply_patch",
+                    session_id: &s.id,
+                    paths,
+                    content_hash: crate::workspace::hash_bytes(r.patch.as_bytes()),
+                    diff: r.patch.clone(),
+                    approve: r.approve,
+                    run_id: &r.run_id,
+                    step_id: &r.step_id,
+                    tool_call_id: &r.tool_call_id,
+                };
+                mgr.gate_file_tool(peer, s, &call).map_err(status)?;
                 let changes = ws.apply_patch(&r.patch).map_err(ws_status)?;
                 for c in &changes {
                     tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "apply_patch");

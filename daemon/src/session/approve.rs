@@ -108,8 +108,30 @@ impl SessionManager {
         let Err(e) = super::exec::validate(p) else {
             return Ok(());
         };
+        self.record_rejection(
+            peer,
+            &p.session_id,
+            &p.run_id,
+            &p.step_id,
+            "exec",
+            &e.to_string(),
+        );
+        Err(e)
+    }
+
+    /// Records a call the schema layer refused (`reject`, layer schema): it
+    /// never reached policy. Ids that are not sane (over 128 bytes, not
+    /// printable ASCII) are recorded empty. Failing to record is logged.
+    pub fn record_rejection(
+        &self,
+        peer: Peer,
+        session_id: &str,
+        run_id: &str,
+        step_id: &str,
+        tool: &str,
+        message: &str,
+    ) {
         let actor = Actor::Peer(peer.uid);
-        // Ids come from the client: keep them only when they are sane.
         let id = |s: &str| -> String {
             if s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()) {
                 s.to_string()
@@ -117,7 +139,7 @@ impl SessionManager {
                 String::new()
             }
         };
-        let (sid, rid, stid) = (id(&p.session_id), id(&p.run_id), id(&p.step_id));
+        let (sid, rid, stid) = (id(session_id), id(run_id), id(step_id));
         let ctx = CallContext {
             session_id: &sid,
             run_id: &rid,
@@ -126,13 +148,9 @@ impl SessionManager {
             actor: &actor,
             redactor: None,
         };
-        if let Err(ae) = self
-            .approvals
-            .record_rejection(&ctx, "exec", &e.to_string())
-        {
+        if let Err(ae) = self.approvals.record_rejection(&ctx, tool, message) {
             tracing::warn!(error = %ae, "recording a schema rejection");
         }
-        Err(e)
     }
 
     /// The policy and user layers of one Exec call: records the decision;
@@ -318,5 +336,100 @@ fn refused(gate: &Gate) -> ExitSummary {
         refusal: gate.refusal(),
         approval_request_id: gate.approval_id().map(str::to_string),
         ..Default::default()
+    }
+}
+
+/// One write-tier file tool call as the approval step sees it.
+#[derive(Debug, Clone)]
+pub struct FileToolCall<'a> {
+    /// `write_file` or `apply_patch`.
+    pub tool: &'a str,
+    pub session_id: &'a str,
+    /// Workspace-relative paths it writes.
+    pub paths: Vec<String>,
+    /// BLAKE3 hex of the content written (write_file) or of the patch: the
+    /// request hash covers it, so a grant is for exactly these bytes.
+    pub content_hash: String,
+    /// Unified diff of the change (redacted before it is shown or stored).
+    pub diff: String,
+    /// Grant once if the policy asks (`--yes`).
+    pub approve: bool,
+    pub run_id: &'a str,
+    pub step_id: &'a str,
+    pub tool_call_id: &'a str,
+}
+
+impl SessionManager {
+    /// The policy and user layers of a write-tier file tool call. Unary
+    /// calls cannot wait for an answer: on ask the request is raised (with
+    /// the diff as its preview) and the call fails with PermissionDenied
+    /// `approval required (request ID)`; after `warden approve ID` the same
+    /// call (same paths and bytes) uses the grant.
+    ///
+    /// Returns the approval request id used, if any. Errors:
+    /// PermissionDenied starting `denied` (policy or user) or `approval
+    /// required`; Internal when the audit log cannot be written.
+    pub fn gate_file_tool(
+        &self,
+        peer: Peer,
+        session: &Session,
+        call: &FileToolCall<'_>,
+    ) -> Result<Option<String>, SessionError> {
+        use crate::policy::{Part, Tier};
+        let tier = Tier::Write;
+        let classification = Classification {
+            command: format!("{} {}", call.tool, call.paths.join(" ")),
+            tier,
+            decision: session.policy.file.tiers.decide(tier),
+            rule: None,
+            reasons: vec![format!("{}: writes the workspace", call.tool)],
+            parts: call
+                .paths
+                .iter()
+                .map(|p| Part {
+                    argv: vec![call.tool.to_string(), p.clone()],
+                    tier,
+                    reasons: vec![format!("writes {p}")],
+                })
+                .collect(),
+            writes: call.paths.clone(),
+            hosts: vec![],
+            install: None,
+            justification: None,
+        };
+        let redactor = Redactor::new(&session.policy.file.redact);
+        let key = crate::approval::RequestKey {
+            tool: call.tool.to_string(),
+            command: format!(
+                "{} {} blake3:{}",
+                call.tool,
+                call.paths.join(" "),
+                call.content_hash
+            ),
+            cwd: String::new(),
+            tier,
+            policy_hash: session.policy.hash.clone(),
+        };
+        let preview = Preview::new(key, classification, redactor.redact(&call.diff).0);
+        let actor = Actor::Peer(peer.uid);
+        let ctx = CallContext {
+            session_id: call.session_id,
+            run_id: call.run_id,
+            step_id: call.step_id,
+            tool_call_id: call.tool_call_id,
+            actor: &actor,
+            redactor: Some(&redactor),
+        };
+        let gate = self.approvals.decide(&ctx, &preview, call.approve)?;
+        match gate.refusal() {
+            None => Ok(gate.approval_id().map(str::to_string)),
+            Some(r) => Err(SessionError::PermissionDenied(match &gate {
+                Gate::Ask(req) => format!(
+                    "{r}: {}; answer with `warden approve {}` and call again, or pass approve (--yes)",
+                    preview.summary, req.id
+                ),
+                _ => r,
+            })),
+        }
     }
 }

@@ -7,6 +7,8 @@
 
 mod approve;
 pub mod exec;
+
+pub use approve::FileToolCall;
 pub mod runs;
 
 use std::collections::HashMap;

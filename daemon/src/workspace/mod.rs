@@ -27,7 +27,7 @@ mod patch;
 mod resolve;
 mod walk;
 
-pub use patch::{FilePatch, Hunk, HunkLine, HunkMismatch, MAX_PATCH_BYTES};
+pub use patch::{parse as parse_patch, FilePatch, Hunk, HunkLine, HunkMismatch, MAX_PATCH_BYTES};
 pub use walk::{DirEntryInfo, EntryKind, GrepMatch, GrepResult, ListResult};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
