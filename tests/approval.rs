@@ -632,3 +632,58 @@ fn file_tools_ask_with_the_diff_and_a_grant_covers_exactly_those_bytes() {
             .any(|r| r.action == "classify" && r.detail_json.contains("apply_patch")));
     });
 }
+
+/// Runs `warden ARGS` on a pseudo-terminal (util-linux script(1)) with
+/// `input` typed in; returns the exit code and everything the terminal
+/// showed.
+fn on_terminal(d: &Daemon, args: &str, input: &str) -> (Option<i32>, String) {
+    use std::io::Write;
+    let cmd = format!(
+        "{} --no-autostart {args}",
+        warden_tests::warden_bin().display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("WARDEN_SOCKET", &d.socket)
+        .env("WARDEN_STATE_DIR", &d.state_dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn on_a_terminal_exec_shows_the_preview_and_asks() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let sid = rt().block_on(async { session(&d.client().await, ws.path(), "default").await });
+    let (code, shown) = on_terminal(
+        &d,
+        &format!("exec --session {sid} -- touch yes-file"),
+        "y\n",
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("approval required (request "), "{shown}");
+    assert!(
+        shown.contains("exec: touch yes-file"),
+        "the preview: {shown}"
+    );
+    assert!(shown.contains("allow?"), "{shown}");
+    assert!(ws.path().join("yes-file").exists());
+    let (code, shown) = on_terminal(&d, &format!("exec --session {sid} -- touch no-file"), "n\n");
+    assert_eq!(code, Some(126), "{shown}");
+    assert!(shown.contains("denied by user"), "{shown}");
+    assert!(!ws.path().join("no-file").exists());
+}
