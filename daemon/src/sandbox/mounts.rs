@@ -443,7 +443,8 @@ pub(crate) fn protect(workspace: &Path, rels: &[PathBuf]) -> Result<(), Fail> {
     let mut anchored: Vec<PathBuf> = Vec::new();
     for rel in rels {
         match openat2(wfd, rel, strict) {
-            Ok(fd) => {
+            Ok(probe) => {
+                drop(probe);
                 // Anchor the ancestors first (shallow to deep).
                 let mut ancestors: Vec<&Path> = rel.ancestors().skip(1).collect();
                 ancestors.reverse();
@@ -458,6 +459,9 @@ pub(crate) fn protect(workspace: &Path, rels: &[PathBuf]) -> Result<(), Fail> {
                         .map_err(|e| ("protect", format!("anchor {}: {e}", a.display())))?;
                     anchored.push(a.to_path_buf());
                 }
+                // Opened after the anchors, so it lies on the top mount.
+                let fd = openat2(wfd, rel, strict)
+                    .map_err(|e| ("protect", format!("{}: {e}", rel.display())))?;
                 let p = fd_path(fd.as_raw_fd());
                 sys_mount(
                     Some(&p),
