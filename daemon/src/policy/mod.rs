@@ -3,9 +3,21 @@
 //!
 //! This module parses and decides; it never spawns anything.
 
+mod commands;
+mod opts;
+mod packages;
+mod rules;
+mod shell;
 mod tier;
 
+#[cfg(test)]
+mod corpus_tests;
+
+pub use rules::{Examples, Rule};
+pub use shell::{MAX_COMMANDS, MAX_DEPTH, MAX_INPUT_BYTES};
 pub use tier::{Decision, Tier};
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +48,30 @@ pub struct Part {
     pub tier: Tier,
     #[serde(default)]
     pub reasons: Vec<String>,
+    /// Paths this part writes (workspace-relative, or absolute outside it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
+    /// Hosts this part reaches, where known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// The argv at each wrapper level (`timeout 5 git push`, then `git push`);
+    /// rules match any level.
+    #[serde(skip)]
+    pub chain: Vec<Vec<String>>,
+}
+
+impl Default for Part {
+    /// An empty part of tier `write` (the fail-closed tier).
+    fn default() -> Self {
+        Part {
+            argv: Vec::new(),
+            tier: Tier::Write,
+            reasons: Vec::new(),
+            writes: Vec::new(),
+            hosts: Vec::new(),
+            chain: Vec::new(),
+        }
+    }
 }
 
 /// The result of classifying one command string and deciding it by policy.
@@ -73,6 +109,10 @@ pub struct ClassifyContext {
     pub workspace: Option<std::path::PathBuf>,
     /// Working directory relative to the workspace root.
     pub cwd: Option<std::path::PathBuf>,
+    /// The `PATH` directories commands are looked up in; empty when the
+    /// sandbox's fixed system `PATH` is used. A relative entry, or one in the
+    /// workspace or `/tmp`, makes every program at least `write`.
+    pub search_path: Vec<std::path::PathBuf>,
 }
 
 /// The policy file's schema (`policies/*.toml`). Sections owned by other
@@ -101,7 +141,7 @@ pub struct PolicyFile {
     pub exec: ExecSettings,
     /// Ordered rules; deny wins over ask over allow.
     #[serde(default, rename = "rule")]
-    pub rules: Vec<toml::Value>,
+    pub rules: Vec<Rule>,
 }
 
 /// Decision per tier.
@@ -180,6 +220,7 @@ pub struct Policy {
     /// The TOML content as loaded.
     pub source: String,
     pub file: PolicyFile,
+    rules: Arc<Vec<rules::CompiledRule>>,
 }
 
 /// Policies compiled into the binary, so `--policy default` works anywhere.
@@ -190,21 +231,80 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 impl Policy {
-    /// Parses and validates a policy from TOML content.
+    /// Parses and validates a policy from TOML content: the schema, every
+    /// rule (unique id, at least one criterion, valid globs and regex), then
+    /// every rule's `examples`.
     ///
-    /// Errors: [`PolicyError::Parse`] when the TOML does not fit the schema,
-    /// [`PolicyError::Example`] when a rule's examples fail.
+    /// Errors: [`PolicyError::Parse`] when the TOML does not fit the schema
+    /// or a rule is invalid, [`PolicyError::Example`] when a rule's examples fail.
     pub fn from_toml(name: &str, source: &str) -> Result<Policy, PolicyError> {
-        let file: PolicyFile = toml::from_str(source).map_err(|e| PolicyError::Parse {
+        let parse_err = |message: String| PolicyError::Parse {
             name: name.to_string(),
-            message: e.to_string(),
-        })?;
-        Ok(Policy {
+            message,
+        };
+        let file: PolicyFile = toml::from_str(source).map_err(|e| parse_err(e.to_string()))?;
+        let mut compiled = Vec::with_capacity(file.rules.len());
+        for (i, r) in file.rules.iter().enumerate() {
+            if file.rules[..i].iter().any(|o| o.id == r.id) {
+                return Err(parse_err(format!("duplicate rule id {:?}", r.id)));
+            }
+            let c = rules::CompiledRule::new(r.clone())
+                .map_err(|m| parse_err(format!("rule {:?}: {m}", r.id)))?;
+            compiled.push(c);
+        }
+        let policy = Policy {
             name: name.to_string(),
             hash: blake3::hash(source.as_bytes()).to_hex().to_string(),
             source: source.to_string(),
             file,
-        })
+            rules: Arc::new(compiled),
+        };
+        policy.check_examples()?;
+        Ok(policy)
+    }
+
+    /// Runs every rule's examples. Errors: [`PolicyError::Example`] naming
+    /// the rule and the command that matched or did not.
+    pub fn check_examples(&self) -> Result<(), PolicyError> {
+        let ctx = ClassifyContext::default();
+        for r in self.rules.iter() {
+            let err = |message: String| PolicyError::Example {
+                name: self.name.clone(),
+                rule: r.rule.id.clone(),
+                message,
+            };
+            for ex in &r.rule.examples.matches {
+                let a = analyze(ex, &ctx);
+                if !a
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .any(|(i, p)| r.matches(p, a.source_of(i)))
+                {
+                    return Err(err(format!("example {ex:?} should match but does not")));
+                }
+            }
+            for ex in &r.rule.examples.no_match {
+                let a = analyze(ex, &ctx);
+                if a.parts
+                    .iter()
+                    .enumerate()
+                    .any(|(i, p)| r.matches(p, a.source_of(i)))
+                {
+                    return Err(err(format!("example {ex:?} should not match but does")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of examples over all rules (shown by `warden policy check`).
+    pub fn example_count(&self) -> usize {
+        self.file
+            .rules
+            .iter()
+            .map(|r| r.examples.matches.len() + r.examples.no_match.len())
+            .sum()
     }
 
     /// The built-in policy `name`, if there is one.
@@ -215,22 +315,134 @@ impl Policy {
             .map(|(n, src)| Policy::from_toml(n, src).expect("built-in policy is valid"))
     }
 
-    /// Classifies `command` and decides it under this policy. Never fails:
-    /// what cannot be classified is `write` with decision `ask`.
-    pub fn classify(&self, command: &str, _ctx: &ClassifyContext) -> Classification {
-        // Placeholder until the classifier lands: everything is write / ask.
-        let tier = Tier::Write;
+    /// The rule with id `id`.
+    pub fn rule(&self, id: &str) -> Option<&Rule> {
+        self.file.rules.iter().find(|r| r.id == id)
+    }
+
+    /// Classifies `command` (a bash command string) and decides it under
+    /// this policy. Never fails and never spawns: what cannot be classified
+    /// is `write` with a decision of at least `ask`.
+    ///
+    /// Per part, the matching rules decide (deny > ask > allow; the first
+    /// rule in file order among equals), else the tier matrix; the whole
+    /// command gets the strictest part decision and the highest part tier.
+    pub fn classify(&self, command: &str, ctx: &ClassifyContext) -> Classification {
+        let a = analyze(command, ctx);
+        let mut tier = if a.unclassifiable || a.parts.is_empty() {
+            Tier::Write
+        } else {
+            Tier::SafeRead
+        };
+        let mut decision = None::<Decision>;
+        let mut rule: Option<&rules::CompiledRule> = None;
+        for (i, p) in a.parts.iter().enumerate() {
+            tier = tier.max(p.tier);
+            let mut part_rule: Option<&rules::CompiledRule> = None;
+            for r in self.rules.iter() {
+                if r.matches(p, a.source_of(i))
+                    && part_rule.is_none_or(|b| r.rule.decision > b.rule.decision)
+                {
+                    part_rule = Some(r);
+                }
+            }
+            let d = part_rule.map_or_else(|| self.file.tiers.decide(p.tier), |r| r.rule.decision);
+            if decision.is_none_or(|cur| d > cur) {
+                decision = Some(d);
+                rule = part_rule;
+            } else if decision == Some(d) && rule.is_none() && part_rule.is_some() {
+                rule = part_rule;
+            }
+        }
+        let mut decision = decision.unwrap_or_else(|| self.file.tiers.decide(Tier::Write));
+        let mut reasons = a.reasons.clone();
+        if a.unclassifiable && decision < Decision::Ask {
+            decision = Decision::Ask;
+            rule = None;
+            reasons.push("not fully classified: decision raised to ask".into());
+        }
+        for p in &a.parts {
+            if p.tier == tier || p.tier > Tier::SafeRead {
+                for r in &p.reasons {
+                    if !reasons.contains(r) {
+                        reasons.push(r.clone());
+                    }
+                }
+            }
+        }
+        match rule {
+            Some(r) => reasons.push(format!("rule {}: {}", r.rule.id, r.rule.decision)),
+            None => reasons.push(format!("policy {}: {} -> {}", self.name, tier, decision)),
+        }
+        let mut writes: Vec<String> = Vec::new();
+        let mut hosts: Vec<String> = Vec::new();
+        for p in &a.parts {
+            for w in &p.writes {
+                if !writes.contains(w) {
+                    writes.push(w.clone());
+                }
+            }
+            for h in &p.hosts {
+                if !hosts.contains(h) {
+                    hosts.push(h.clone());
+                }
+            }
+        }
         Classification {
             command: command.to_string(),
             tier,
-            decision: self.file.tiers.decide(tier),
-            rule: None,
-            reasons: vec!["not classified yet: treated as write".into()],
-            parts: vec![],
-            writes: vec![],
-            hosts: vec![],
+            decision,
+            rule: rule.map(|r| r.rule.id.clone()),
+            reasons,
+            parts: a.parts,
+            writes,
+            hosts,
             install: None,
-            justification: None,
+            justification: rule.and_then(|r| r.rule.justification.clone()),
         }
+    }
+
+    /// True when a rule with `idempotent = true` matches every part of
+    /// `command` (used by resume to decide whether a step may be re-run).
+    pub fn is_idempotent(&self, command: &str, ctx: &ClassifyContext) -> bool {
+        let a = analyze(command, ctx);
+        !a.unclassifiable
+            && !a.parts.is_empty()
+            && a.parts.iter().enumerate().all(|(i, p)| {
+                self.rules
+                    .iter()
+                    .any(|r| r.rule.idempotent && r.matches(p, a.source_of(i)))
+            })
+    }
+}
+
+/// The parts of one command string, before any policy applies.
+struct Analysis {
+    parts: Vec<Part>,
+    reasons: Vec<String>,
+    unclassifiable: bool,
+    install_sources: Vec<(usize, &'static str)>,
+}
+
+impl Analysis {
+    fn source_of(&self, part: usize) -> Option<&'static str> {
+        self.install_sources
+            .iter()
+            .find(|(i, _)| *i == part)
+            .map(|(_, s)| *s)
+    }
+}
+
+fn analyze(command: &str, ctx: &ClassifyContext) -> Analysis {
+    let mut an = shell::Analyzer::new(ctx);
+    an.analyze(command, 0);
+    if an.parts.is_empty() && !an.unclassifiable {
+        an.fail(vec![], "no command found: not classified");
+    }
+    Analysis {
+        parts: an.parts,
+        reasons: an.reasons,
+        unclassifiable: an.unclassifiable,
+        install_sources: an.install_sources,
     }
 }
