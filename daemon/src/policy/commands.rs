@@ -325,7 +325,7 @@ pub fn classify(an: &mut Analyzer, v: &mut Verdict, argv: &[Word], depth: usize)
         return v.fail(format!("nesting deeper than {MAX_DEPTH}: not classified"));
     }
     let w0 = &argv[0];
-    if !w0.is_static() && !(w0.tilde && !w0.dynamic && !w0.glob && !w0.brace) {
+    if w0.dynamic || w0.glob || w0.brace {
         return v.fail(format!(
             "`{}` in command position is only known at run time: not classified",
             w0.text
@@ -349,12 +349,6 @@ pub fn classify(an: &mut Analyzer, v: &mut Verdict, argv: &[Word], depth: usize)
             }
         }
     }
-    if !an.ctx.search_path.is_empty() && !TRIVIAL.contains(&name) && risky_search_path(an.ctx) {
-        v.raise(
-            Tier::Write,
-            format!("{name}: PATH contains a directory in the workspace, /tmp or a relative one: not safe-read"),
-        );
-    }
     let args = &argv[1..];
     if program(an, v, name, args, depth) {
         return;
@@ -363,15 +357,6 @@ pub fn classify(an: &mut Analyzer, v: &mut Verdict, argv: &[Word], depth: usize)
         Tier::Write,
         format!("{name}: unknown program: treated as write"),
     );
-}
-
-fn risky_search_path(ctx: &ClassifyContext) -> bool {
-    ctx.search_path.iter().any(|d| {
-        !d.is_absolute()
-            || d.starts_with("/tmp")
-            || d.starts_with("/var/tmp")
-            || ctx.workspace.as_ref().is_some_and(|w| d.starts_with(w))
-    })
 }
 
 /// Runs the rules for `name`. False when the program is unknown.

@@ -48,16 +48,20 @@ pub struct Part {
     pub tier: Tier,
     #[serde(default)]
     pub reasons: Vec<String>,
-    /// Paths this part writes (workspace-relative, or absolute outside it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+}
+
+/// What the analysis knows about a part beyond its JSON fields.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PartDetail {
+    /// Paths the part writes (workspace-relative, or absolute outside it).
     pub writes: Vec<String>,
-    /// Hosts this part reaches, where known.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Hosts the part reaches, where known.
     pub hosts: Vec<String>,
     /// The argv at each wrapper level (`timeout 5 git push`, then `git push`);
     /// rules match any level.
-    #[serde(skip)]
     pub chain: Vec<Vec<String>>,
+    /// `lockfile`, `registry`, ... for install parts.
+    pub install_source: Option<&'static str>,
 }
 
 impl Default for Part {
@@ -67,9 +71,6 @@ impl Default for Part {
             argv: Vec::new(),
             tier: Tier::Write,
             reasons: Vec::new(),
-            writes: Vec::new(),
-            hosts: Vec::new(),
-            chain: Vec::new(),
         }
     }
 }
@@ -109,10 +110,6 @@ pub struct ClassifyContext {
     pub workspace: Option<std::path::PathBuf>,
     /// Working directory relative to the workspace root.
     pub cwd: Option<std::path::PathBuf>,
-    /// The `PATH` directories commands are looked up in; empty when the
-    /// sandbox's fixed system `PATH` is used. A relative entry, or one in the
-    /// workspace or `/tmp`, makes every program at least `write`.
-    pub search_path: Vec<std::path::PathBuf>,
 }
 
 /// The policy file's schema (`policies/*.toml`). Sections owned by other
@@ -279,7 +276,7 @@ impl Policy {
                     .parts
                     .iter()
                     .enumerate()
-                    .any(|(i, p)| r.matches(p, a.source_of(i)))
+                    .any(|(i, p)| r.matches(p, &a.details[i]))
                 {
                     return Err(err(format!("example {ex:?} should match but does not")));
                 }
@@ -289,7 +286,7 @@ impl Policy {
                 if a.parts
                     .iter()
                     .enumerate()
-                    .any(|(i, p)| r.matches(p, a.source_of(i)))
+                    .any(|(i, p)| r.matches(p, &a.details[i]))
                 {
                     return Err(err(format!("example {ex:?} should not match but does")));
                 }
@@ -340,7 +337,7 @@ impl Policy {
             tier = tier.max(p.tier);
             let mut part_rule: Option<&rules::CompiledRule> = None;
             for r in self.rules.iter() {
-                if r.matches(p, a.source_of(i))
+                if r.matches(p, &a.details[i])
                     && part_rule.is_none_or(|b| r.rule.decision > b.rule.decision)
                 {
                     part_rule = Some(r);
@@ -376,7 +373,7 @@ impl Policy {
         }
         let mut writes: Vec<String> = Vec::new();
         let mut hosts: Vec<String> = Vec::new();
-        for p in &a.parts {
+        for p in &a.details {
             for w in &p.writes {
                 if !writes.contains(w) {
                     writes.push(w.clone());
@@ -411,7 +408,7 @@ impl Policy {
             && a.parts.iter().enumerate().all(|(i, p)| {
                 self.rules
                     .iter()
-                    .any(|r| r.rule.idempotent && r.matches(p, a.source_of(i)))
+                    .any(|r| r.rule.idempotent && r.matches(p, &a.details[i]))
             })
     }
 }
@@ -421,16 +418,7 @@ struct Analysis {
     parts: Vec<Part>,
     reasons: Vec<String>,
     unclassifiable: bool,
-    install_sources: Vec<(usize, &'static str)>,
-}
-
-impl Analysis {
-    fn source_of(&self, part: usize) -> Option<&'static str> {
-        self.install_sources
-            .iter()
-            .find(|(i, _)| *i == part)
-            .map(|(_, s)| *s)
-    }
+    details: Vec<PartDetail>,
 }
 
 fn analyze(command: &str, ctx: &ClassifyContext) -> Analysis {
@@ -443,6 +431,6 @@ fn analyze(command: &str, ctx: &ClassifyContext) -> Analysis {
         parts: an.parts,
         reasons: an.reasons,
         unclassifiable: an.unclassifiable,
-        install_sources: an.install_sources,
+        details: an.details,
     }
 }

@@ -415,9 +415,7 @@ pub fn classify(
             Tier::Network,
             format!("{name} {sub}: contacts the registry"),
         );
-    } else if matches!(mname, "bundle" | "bundler") && sub == "exec"
-        || mname == "pnpm" && sub == "exec"
-    {
+    } else if sub == "exec" && matches!(mname, "bundle" | "bundler" | "pnpm") {
         v.raise(Tier::Write, format!("{name} exec: runs a program"));
         if rest.iter().any(|w| w.opaque()) {
             v.fail(format!(

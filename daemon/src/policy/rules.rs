@@ -5,7 +5,7 @@ use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use regex::Regex;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Decision, Part, Tier};
+use super::{Decision, Part, PartDetail, Tier};
 
 /// A string or a list of strings in TOML (`program = "cargo"` or
 /// `program = ["cargo", "npm"]`).
@@ -156,8 +156,9 @@ impl CompiledRule {
         set.is_match(p) || set.is_match(format!("{}/-", p.trim_end_matches('/')))
     }
 
-    /// True when `part` (with its install source, if any) matches.
-    pub fn matches(&self, part: &Part, install_source: Option<&str>) -> bool {
+    /// True when `part` (with what the analysis knows about it) matches.
+    pub(crate) fn matches(&self, part: &Part, detail: &PartDetail) -> bool {
+        let install_source = detail.install_source;
         let r = &self.rule;
         let all = r.decision == Decision::Allow;
         if !r.tiers.is_empty() && !r.tiers.contains(&part.tier) {
@@ -170,7 +171,7 @@ impl CompiledRule {
         }
         let levels = || {
             std::iter::once(part.argv.as_slice())
-                .chain(part.chain.iter().map(|c| c.as_slice()))
+                .chain(detail.chain.iter().map(|c| c.as_slice()))
                 .filter(|a| !a.is_empty())
         };
         if !r.program.is_empty()
@@ -194,26 +195,26 @@ impl CompiledRule {
             }
         }
         if let Some(set) = &self.paths {
-            if part.writes.is_empty() {
+            if detail.writes.is_empty() {
                 return false;
             }
             let ok = if all {
-                part.writes.iter().all(|p| Self::path_matches(set, p))
+                detail.writes.iter().all(|p| Self::path_matches(set, p))
             } else {
-                part.writes.iter().any(|p| Self::path_matches(set, p))
+                detail.writes.iter().any(|p| Self::path_matches(set, p))
             };
             if !ok {
                 return false;
             }
         }
         if let Some(set) = &self.hosts {
-            if part.hosts.is_empty() {
+            if detail.hosts.is_empty() {
                 return false;
             }
             let ok = if all {
-                part.hosts.iter().all(|h| set.is_match(h))
+                detail.hosts.iter().all(|h| set.is_match(h))
             } else {
-                part.hosts.iter().any(|h| set.is_match(h))
+                detail.hosts.iter().any(|h| set.is_match(h))
             };
             if !ok {
                 return false;

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 
 use tree_sitter::{Node, Parser};
 
-use super::{ClassifyContext, Part, Tier};
+use super::{ClassifyContext, Part, PartDetail, Tier};
 
 /// Longest command string classified, bytes. Longer input fails closed.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;
@@ -104,8 +104,8 @@ pub struct Analyzer<'c> {
     pub unclassifiable: bool,
     /// Simple commands seen so far (bounded by [`MAX_COMMANDS`]).
     pub count: usize,
-    /// Install sources of install parts (`registry`, `lockfile`, ...), per part index.
-    pub install_sources: Vec<(usize, &'static str)>,
+    /// Per part (same index): written paths, hosts, wrapper chain, install source.
+    pub(crate) details: Vec<PartDetail>,
 }
 
 impl<'c> Analyzer<'c> {
@@ -116,7 +116,7 @@ impl<'c> Analyzer<'c> {
             reasons: Vec::new(),
             unclassifiable: false,
             count: 0,
-            install_sources: Vec::new(),
+            details: Vec::new(),
         }
     }
 
@@ -128,11 +128,10 @@ impl<'c> Analyzer<'c> {
         if !self.reasons.contains(&reason) {
             self.reasons.push(reason.clone());
         }
-        self.parts.push(Part {
+        self.push_part(Part {
             argv,
             tier: Tier::Write,
             reasons: vec![reason],
-            ..Part::default()
         });
     }
 
@@ -232,14 +231,13 @@ impl<'c> Analyzer<'c> {
                 self.word(src, node, depth + 1);
             }
             "unset_command" => {
-                self.parts.push(Part {
+                self.push_part(Part {
                     argv: Self::text(src, node)
                         .split_whitespace()
                         .map(String::from)
                         .collect(),
                     tier: Tier::SafeRead,
                     reasons: vec!["unset: shell builtin".into()],
-                    ..Part::default()
                 });
             }
             "program"
@@ -533,18 +531,22 @@ impl<'c> Analyzer<'c> {
                 }
             }
         }
-        let idx = self.parts.len();
-        if let Some(src) = v.install_source {
-            self.install_sources.push((idx, src));
-        }
         self.parts.push(Part {
             argv,
             tier: v.tier,
             reasons: v.reasons,
+        });
+        self.details.push(PartDetail {
             writes: v.writes,
             hosts: v.hosts,
             chain: v.chain,
+            install_source: v.install_source,
         });
+    }
+
+    fn push_part(&mut self, part: Part) {
+        self.parts.push(part);
+        self.details.push(PartDetail::default());
     }
 
     fn assignment_parts(&mut self, src: &str, node: Node, depth: usize) -> (String, Word) {
@@ -573,18 +575,16 @@ impl<'c> Analyzer<'c> {
             env_var_changes_exec(name).then_some("changes what later commands run: at least write")
         };
         if let Some(reason) = risk {
-            self.parts.push(Part {
+            self.push_part(Part {
                 argv: vec![format!("{name}={}", value.text)],
                 tier: Tier::Write,
                 reasons: vec![format!("{name}= {reason}")],
-                ..Part::default()
             });
         } else if exported && !env_var_allowed(name) {
-            self.parts.push(Part {
+            self.push_part(Part {
                 argv: vec![format!("export {name}={}", value.text)],
                 tier: Tier::SafeRead,
                 reasons: vec![format!("export {name}: not known to change what runs")],
-                ..Part::default()
             });
         }
     }
