@@ -136,6 +136,9 @@ pub struct PolicyFile {
     /// Exec defaults: timeout and output cap.
     #[serde(default)]
     pub exec: ExecSettings,
+    /// Install guard settings (`install` module).
+    #[serde(default)]
+    pub install: crate::install::InstallSettings,
     /// Ordered rules; deny wins over ask over allow.
     #[serde(default, rename = "rule")]
     pub rules: Vec<Rule>,
