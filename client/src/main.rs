@@ -29,6 +29,10 @@ enum Command {
     Audit(cli::audit::AuditArgs),
     /// Run the daemon in the foreground (same as `wardend`).
     Daemon(cli::daemon::DaemonArgs),
+    /// Run the agent loop on a task with a model.
+    Run(cli::run::RunArgs),
+    /// Run the scripted demo: fix a bug in a sample repository, in the sandbox.
+    Demo(cli::demo::DemoArgs),
 }
 
 fn main() {
@@ -60,6 +64,8 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Exec(args) => cli::exec::run(args, &global).await,
         Command::Approve(args) => cli::approve::run(args, &global).await,
         Command::Audit(args) => cli::audit::run(args, &global).await,
+        Command::Run(args) => cli::run::run(args, &global).await,
+        Command::Demo(args) => cli::demo::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
         Command::Daemon(_) => unreachable!("handled before the runtime starts"),
     }
