@@ -25,7 +25,8 @@ impl Anthropic {
             .ok()
             .filter(|k| !k.is_empty())
             .ok_or_else(|| ProviderError::Config("ANTHROPIC_API_KEY is not set".into()))?;
-        let base = std::env::var("ANTHROPIC_BASE_URL").unwrap_or_else(|_| "https://api.anthropic.com".into());
+        let base = std::env::var("ANTHROPIC_BASE_URL")
+            .unwrap_or_else(|_| "https://api.anthropic.com".into());
         Anthropic::new(&base, &key, model)
     }
 
@@ -59,15 +60,23 @@ pub fn to_wire(history: &[Message]) -> (String, Vec<Value>) {
                 }
                 system.push_str(m.content.as_deref().unwrap_or_default());
             }
-            Role::User => out.push(json!({"role": "user", "content": m.content.clone().unwrap_or_default()})),
+            Role::User => {
+                out.push(json!({"role": "user", "content": m.content.clone().unwrap_or_default()}))
+            }
             Role::Assistant => {
                 let mut blocks = vec![];
                 if let Some(t) = m.content.as_ref().filter(|t| !t.is_empty()) {
                     blocks.push(json!({"type": "text", "text": t}));
                 }
                 for c in &m.tool_calls {
-                    let input = if c.arguments.is_object() { c.arguments.clone() } else { json!({}) };
-                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                    let input = if c.arguments.is_object() {
+                        c.arguments.clone()
+                    } else {
+                        json!({})
+                    };
+                    blocks.push(
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                    );
                 }
                 out.push(json!({"role": "assistant", "content": blocks}));
             }
@@ -87,7 +96,9 @@ pub fn to_wire(history: &[Message]) -> (String, Vec<Value>) {
 
 /// Parses a Messages API response body.
 pub fn parse_response(v: &Value, model: &str) -> Result<ModelResponse, ProviderError> {
-    let blocks = v["content"].as_array().ok_or_else(|| ProviderError::BadResponse("no content blocks".into()))?;
+    let blocks = v["content"]
+        .as_array()
+        .ok_or_else(|| ProviderError::BadResponse("no content blocks".into()))?;
     let mut text = String::new();
     let mut tool_calls = vec![];
     for b in blocks {
@@ -135,17 +146,33 @@ impl Provider for Anthropic {
         200_000
     }
 
-    async fn complete(&self, history: &[Message], tools: &[ToolSpec]) -> Result<ModelResponse, ProviderError> {
+    async fn complete(
+        &self,
+        history: &[Message],
+        tools: &[ToolSpec],
+    ) -> Result<ModelResponse, ProviderError> {
         let (system, messages) = to_wire(history);
-        let mut body = json!({"model": self.model, "max_tokens": self.max_tokens, "messages": messages});
+        let mut body =
+            json!({"model": self.model, "max_tokens": self.max_tokens, "messages": messages});
         if !system.is_empty() {
             body["system"] = json!(system);
         }
         if !tools.is_empty() {
             body["tools"] = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
         }
-        let headers = [("x-api-key", self.key.clone()), ("anthropic-version", "2023-06-01".to_string())];
-        let v = post_json(&self.http, &format!("{}/v1/messages", self.base), &headers, &body, &self.model, self.retry).await?;
+        let headers = [
+            ("x-api-key", self.key.clone()),
+            ("anthropic-version", "2023-06-01".to_string()),
+        ];
+        let v = post_json(
+            &self.http,
+            &format!("{}/v1/messages", self.base),
+            &headers,
+            &body,
+            &self.model,
+            self.retry,
+        )
+        .await?;
         parse_response(&v, &self.model)
     }
 }

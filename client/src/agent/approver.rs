@@ -49,11 +49,18 @@ pub struct WritesOnly;
 impl Approver for WritesOnly {
     async fn decide(&self, req: &pb::ApprovalRequest) -> Verdict {
         let p = req.preview.clone().unwrap_or_default();
-        let tier = p.classification.as_ref().map(|c| c.tier).unwrap_or(pb::Tier::Write as i32);
+        let tier = p
+            .classification
+            .as_ref()
+            .map(|c| c.tier)
+            .unwrap_or(pb::Tier::Write as i32);
         if p.tool != "shell" || tier == pb::Tier::Write as i32 {
             Verdict::Once
         } else {
-            Verdict::Refuse(format!("the demo approver refuses {} commands", tier_name(tier)))
+            Verdict::Refuse(format!(
+                "the demo approver refuses {} commands",
+                tier_name(tier)
+            ))
         }
     }
 }
@@ -76,7 +83,15 @@ pub fn render_preview(req: &pb::ApprovalRequest) -> String {
     let p = req.preview.clone().unwrap_or_default();
     let mut s = format!("  tool:    {}\n  command: {}\n", p.tool, p.summary);
     if let Some(c) = &p.classification {
-        s.push_str(&format!("  tier:    {}{}\n", tier_name(c.tier), if c.rule.is_empty() { String::new() } else { format!(" (rule {})", c.rule) }));
+        s.push_str(&format!(
+            "  tier:    {}{}\n",
+            tier_name(c.tier),
+            if c.rule.is_empty() {
+                String::new()
+            } else {
+                format!(" (rule {})", c.rule)
+            }
+        ));
         for r in c.reasons.iter().take(4) {
             s.push_str(&format!("  why:     {r}\n"));
         }
@@ -87,8 +102,23 @@ pub fn render_preview(req: &pb::ApprovalRequest) -> String {
             s.push_str(&format!("  hosts:   {}\n", c.hosts.join(", ")));
         }
         if let Some(i) = &c.install {
-            let pkgs: Vec<String> = i.packages.iter().map(|p| if p.version.is_empty() { p.name.clone() } else { format!("{}@{}", p.name, p.version) }).collect();
-            s.push_str(&format!("  install: {} {} {}\n", i.manager, i.operation, pkgs.join(" ")));
+            let pkgs: Vec<String> = i
+                .packages
+                .iter()
+                .map(|p| {
+                    if p.version.is_empty() {
+                        p.name.clone()
+                    } else {
+                        format!("{}@{}", p.name, p.version)
+                    }
+                })
+                .collect();
+            s.push_str(&format!(
+                "  install: {} {} {}\n",
+                i.manager,
+                i.operation,
+                pkgs.join(" ")
+            ));
         }
     }
     for w in &p.warnings {
@@ -108,7 +138,11 @@ fn prompt(req: &pb::ApprovalRequest) -> Verdict {
         return Verdict::Refuse("approval required and no terminal to ask on".into());
     }
     let mut err = std::io::stderr();
-    let _ = write!(err, "\nwarden: approval required\n{}  allow? [y]es once / [n]o / [a]lways in this session: ", render_preview(req));
+    let _ = write!(
+        err,
+        "\nwarden: approval required\n{}  allow? [y]es once / [n]o / [a]lways in this session: ",
+        render_preview(req)
+    );
     let _ = err.flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {

@@ -42,7 +42,12 @@ fn shorten(text: &str) -> Option<String> {
     while !text.is_char_boundary(tail) {
         tail += 1;
     }
-    Some(format!("{}\n[warden: {} bytes of this old tool output dropped to fit the context]\n{}", &text[..head], tail - head, &text[tail..]))
+    Some(format!(
+        "{}\n[warden: {} bytes of this old tool output dropped to fit the context]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    ))
 }
 
 /// Degrades `history` in place until it fits `HIGH_WATER` of `window`
@@ -57,7 +62,12 @@ pub fn fit(history: &mut Vec<Message>, window: usize) -> Vec<Degradation> {
         return done;
     }
     // Stage 1: shorten old tool outputs, oldest first.
-    let tool_idx: Vec<usize> = history.iter().enumerate().filter(|(_, m)| m.role == Role::Tool).map(|(i, _)| i).collect();
+    let tool_idx: Vec<usize> = history
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::Tool)
+        .map(|(i, _)| i)
+        .collect();
     let old = tool_idx.len().saturating_sub(KEEP_RECENT_TOOL_OUTPUTS);
     let mut n = 0;
     for &i in &tool_idx[..old] {
@@ -70,19 +80,33 @@ pub fn fit(history: &mut Vec<Message>, window: usize) -> Vec<Degradation> {
         }
     }
     if n > 0 {
-        done.push(Degradation { kind: "shorten_tool_outputs".into(), messages: n, tokens_before: before, tokens_after: estimate(history) });
+        done.push(Degradation {
+            kind: "shorten_tool_outputs".into(),
+            messages: n,
+            tokens_before: before,
+            tokens_after: estimate(history),
+        });
     }
     // Stage 2: summarise the oldest turns after the task, whole turns at a
     // time (an assistant message with its tool results).
     let before = estimate(history);
     if before > limit {
-        let first_kept = history.iter().position(|m| m.role == Role::User).map(|i| i + 1).unwrap_or(1);
+        let first_kept = history
+            .iter()
+            .position(|m| m.role == Role::User)
+            .map(|i| i + 1)
+            .unwrap_or(1);
         let mut end = first_kept;
         let mut dropped = 0usize;
         let mut tools_used: Vec<String> = vec![];
         // Keep at least the latest assistant turn and its results.
-        let last_assistant = history.iter().rposition(|m| m.role == Role::Assistant).unwrap_or(history.len());
-        while end < last_assistant && estimate(history) - estimate(&history[first_kept..end]) > limit {
+        let last_assistant = history
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .unwrap_or(history.len());
+        while end < last_assistant
+            && estimate(history) - estimate(&history[first_kept..end]) > limit
+        {
             // Advance over one whole turn.
             let mut j = end + 1;
             while j < history.len() && history[j].role == Role::Tool {
@@ -105,7 +129,12 @@ pub fn fit(history: &mut Vec<Message>, window: usize) -> Vec<Degradation> {
                 if counts.is_empty() { "none".into() } else { counts.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", ") }
             );
             history.splice(first_kept..end, [Message::user(summary)]);
-            done.push(Degradation { kind: "summarise".into(), messages: dropped, tokens_before: before, tokens_after: estimate(history) });
+            done.push(Degradation {
+                kind: "summarise".into(),
+                messages: dropped,
+                tokens_before: before,
+                tokens_after: estimate(history),
+            });
         }
     }
     done
@@ -121,7 +150,12 @@ mod tests {
             Message {
                 role: Role::Assistant,
                 content: None,
-                tool_calls: vec![ToolCall { id: format!("c{i}"), name: "shell".into(), arguments: serde_json::json!({"command": "cat big"}), malformed: false }],
+                tool_calls: vec![ToolCall {
+                    id: format!("c{i}"),
+                    name: "shell".into(),
+                    arguments: serde_json::json!({"command": "cat big"}),
+                    malformed: false,
+                }],
                 tool_call_id: None,
             },
             Message::tool_result(&format!("c{i}"), "x".repeat(out)),
@@ -146,13 +180,17 @@ mod tests {
         // Every tool call still has its result.
         for (i, m) in h.iter().enumerate() {
             for c in &m.tool_calls {
-                assert!(h[i + 1..].iter().any(|r| r.tool_call_id.as_deref() == Some(&c.id)));
+                assert!(h[i + 1..]
+                    .iter()
+                    .any(|r| r.tool_call_id.as_deref() == Some(&c.id)));
             }
         }
         // A tiny window forces a summary.
         let d = fit(&mut h, 2_000);
         assert!(d.iter().any(|x| x.kind == "summarise"), "{d:?}");
-        assert!(h.iter().any(|m| m.content.as_deref().unwrap_or("").contains("summarised")));
+        assert!(h
+            .iter()
+            .any(|m| m.content.as_deref().unwrap_or("").contains("summarised")));
         assert_eq!(h[1].content.as_deref(), Some("task"));
     }
 

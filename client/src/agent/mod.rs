@@ -137,13 +137,36 @@ pub struct RunReport {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum AgentEvent {
-    RunStarted { task: String, model: String, session_id: String },
-    ModelCall { step: u32, input_tokens: u64, output_tokens: u64, finish_reason: String, tool_calls: usize, latency_ms: u64 },
-    ToolStarted { step: u32, tool: String, summary: String },
+    RunStarted {
+        task: String,
+        model: String,
+        session_id: String,
+    },
+    ModelCall {
+        step: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+        finish_reason: String,
+        tool_calls: usize,
+        latency_ms: u64,
+    },
+    ToolStarted {
+        step: u32,
+        tool: String,
+        summary: String,
+    },
     ToolFinished(StepRecord),
     Degraded(context::Degradation),
-    Message { step: u32, text: String },
-    RunFinished { outcome: RunOutcome, steps: u32, input_tokens: u64, output_tokens: u64 },
+    Message {
+        step: u32,
+        text: String,
+    },
+    RunFinished {
+        outcome: RunOutcome,
+        steps: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+    },
 }
 
 /// Receives progress events.
@@ -165,10 +188,22 @@ fn call_summary(c: &provider::ToolCall) -> String {
     let a = &c.arguments;
     let s = match c.name.as_str() {
         "shell" => a["command"].as_str().unwrap_or_default().to_string(),
-        "read_file" | "write_file" | "list_dir" => a["path"].as_str().unwrap_or_default().to_string(),
-        "grep" => format!("{} {}", a["pattern"].as_str().unwrap_or_default(), a["path"].as_str().unwrap_or_default()),
+        "read_file" | "write_file" | "list_dir" => {
+            a["path"].as_str().unwrap_or_default().to_string()
+        }
+        "grep" => format!(
+            "{} {}",
+            a["pattern"].as_str().unwrap_or_default(),
+            a["path"].as_str().unwrap_or_default()
+        ),
         "apply_patch" => {
-            let files: Vec<&str> = a["patch"].as_str().unwrap_or_default().lines().filter_map(|l| l.strip_prefix("+++ ")).collect();
+            let files: Vec<&str> = a["patch"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.strip_prefix("+++ "))
+                .map(|p| p.strip_prefix("b/").unwrap_or(p))
+                .collect();
             files.join(" ")
         }
         _ => a.to_string(),
@@ -186,7 +221,14 @@ fn call_summary(c: &provider::ToolCall) -> String {
 }
 
 impl Agent<'_> {
-    async fn record(&self, history: &[Message], step: u32, report: &RunReport, usage: provider::Usage, cost: u64) {
+    async fn record(
+        &self,
+        history: &[Message],
+        step: u32,
+        report: &RunReport,
+        usage: provider::Usage,
+        cost: u64,
+    ) {
         let state = json!({
             "version": 1,
             "history": history,
@@ -246,16 +288,28 @@ impl Agent<'_> {
         let outcome = loop {
             // Limits are checked before every model call.
             if report.steps >= self.config.max_steps {
-                break RunOutcome::Stopped(format!("max steps ({}) reached", self.config.max_steps));
+                break RunOutcome::Stopped(format!(
+                    "max steps ({}) reached",
+                    self.config.max_steps
+                ));
             }
-            if self.config.max_tokens > 0 && report.input_tokens + report.output_tokens >= self.config.max_tokens {
-                break RunOutcome::Stopped(format!("max tokens ({}) reached", self.config.max_tokens));
+            if self.config.max_tokens > 0
+                && report.input_tokens + report.output_tokens >= self.config.max_tokens
+            {
+                break RunOutcome::Stopped(format!(
+                    "max tokens ({}) reached",
+                    self.config.max_tokens
+                ));
             }
-            if self.config.max_cost_micros > 0 && report.cost_micros >= self.config.max_cost_micros {
+            if self.config.max_cost_micros > 0 && report.cost_micros >= self.config.max_cost_micros
+            {
                 break RunOutcome::Stopped("max cost reached".into());
             }
             let Some(left) = self.config.max_wall.checked_sub(started.elapsed()) else {
-                break RunOutcome::Stopped(format!("wall clock ({} s) reached", self.config.max_wall.as_secs()));
+                break RunOutcome::Stopped(format!(
+                    "wall clock ({} s) reached",
+                    self.config.max_wall.as_secs()
+                ));
             };
             for d in context::fit(&mut history, self.provider.context_window()) {
                 obs.event(&self.run_id, &AgentEvent::Degraded(d.clone()));
@@ -288,8 +342,19 @@ impl Agent<'_> {
                     latency_ms: t.elapsed().as_millis() as u64,
                 },
             );
-            if let Some(text) = resp.message.content.as_ref().filter(|t| !t.trim().is_empty()) {
-                obs.event(&self.run_id, &AgentEvent::Message { step, text: text.clone() });
+            if let Some(text) = resp
+                .message
+                .content
+                .as_ref()
+                .filter(|t| !t.trim().is_empty())
+            {
+                obs.event(
+                    &self.run_id,
+                    &AgentEvent::Message {
+                        step,
+                        text: text.clone(),
+                    },
+                );
             }
             let calls = resp.message.tool_calls.clone();
             history.push(resp.message);
@@ -301,11 +366,21 @@ impl Agent<'_> {
             let mut interrupted_now = false;
             for (i, call) in calls.iter().enumerate() {
                 if interrupted_now {
-                    history.push(Message::tool_result(&call.id, "interrupted: the run was interrupted before this call ran"));
+                    history.push(Message::tool_result(
+                        &call.id,
+                        "interrupted: the run was interrupted before this call ran",
+                    ));
                     continue;
                 }
                 let summary = call_summary(call);
-                obs.event(&self.run_id, &AgentEvent::ToolStarted { step, tool: call.name.clone(), summary: summary.clone() });
+                obs.event(
+                    &self.run_id,
+                    &AgentEvent::ToolStarted {
+                        step,
+                        tool: call.name.clone(),
+                        summary: summary.clone(),
+                    },
+                );
                 let outcome = tokio::select! {
                     o = dispatcher.dispatch(&step_id, call) => Some(o),
                     _ = &mut interrupted => None,
@@ -314,7 +389,10 @@ impl Agent<'_> {
                     interrupted_now = true;
                     history.push(Message::tool_result(&call.id, "interrupted: the run was interrupted while this call ran; its effects are unknown"));
                     for rest in &calls[i + 1..] {
-                        history.push(Message::tool_result(&rest.id, "interrupted: the run was interrupted before this call ran"));
+                        history.push(Message::tool_result(
+                            &rest.id,
+                            "interrupted: the run was interrupted before this call ran",
+                        ));
                     }
                     break;
                 };
@@ -348,7 +426,8 @@ impl Agent<'_> {
         };
         if outcome == RunOutcome::Interrupted {
             // Record what we have so `--resume` continues from here.
-            self.record(&history, step, &report, provider::Usage::default(), 0).await;
+            self.record(&history, step, &report, provider::Usage::default(), 0)
+                .await;
         }
         let _ = self
             .client
@@ -387,12 +466,18 @@ pub fn provider_from_spec(spec: &str) -> Result<Box<dyn Provider>, ProviderError
         .split_once(':')
         .ok_or_else(|| ProviderError::Config(format!("--model {spec:?}: expected PROVIDER:NAME (openai:gpt-4o, anthropic:claude-..., script:FILE)")))?;
     if name.is_empty() {
-        return Err(ProviderError::Config(format!("--model {spec:?}: the model name is empty")));
+        return Err(ProviderError::Config(format!(
+            "--model {spec:?}: the model name is empty"
+        )));
     }
     Ok(match kind {
         "openai" => Box::new(openai::OpenAi::from_env(name)?),
         "anthropic" => Box::new(anthropic::Anthropic::from_env(name)?),
         "script" => Box::new(script::Script::load(std::path::Path::new(name))?),
-        other => return Err(ProviderError::Config(format!("unknown provider {other:?} (openai, anthropic, script)"))),
+        other => {
+            return Err(ProviderError::Config(format!(
+                "unknown provider {other:?} (openai, anthropic, script)"
+            )))
+        }
     })
 }

@@ -20,8 +20,11 @@ pub struct OpenAi {
 impl OpenAi {
     /// A client for `model`, configured from the environment.
     pub fn from_env(model: &str) -> Result<OpenAi, ProviderError> {
-        let base = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".into());
-        let key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
+        let base =
+            std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".into());
+        let key = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty());
         OpenAi::new(&base, key, model)
     }
 
@@ -30,13 +33,21 @@ impl OpenAi {
             .timeout(std::time::Duration::from_secs(600))
             .build()
             .map_err(|e| ProviderError::Config(e.to_string()))?;
-        Ok(OpenAi { http, base: base.trim_end_matches('/').to_string(), key, model: model.to_string(), retry: RetryPolicy::default() })
+        Ok(OpenAi {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            key,
+            model: model.to_string(),
+            retry: RetryPolicy::default(),
+        })
     }
 }
 
 fn to_wire(m: &Message) -> Value {
     match m.role {
-        Role::Tool => json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content.clone().unwrap_or_default()}),
+        Role::Tool => {
+            json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content.clone().unwrap_or_default()})
+        }
         Role::Assistant => {
             let mut v = json!({"role": "assistant", "content": m.content});
             if !m.tool_calls.is_empty() {
@@ -61,16 +72,27 @@ fn to_wire(m: &Message) -> Value {
 
 /// Parses a Chat Completions response body.
 pub fn parse_response(v: &Value, model: &str) -> Result<ModelResponse, ProviderError> {
-    let choice = v["choices"].get(0).ok_or_else(|| ProviderError::BadResponse("no choices".into()))?;
+    let choice = v["choices"]
+        .get(0)
+        .ok_or_else(|| ProviderError::BadResponse("no choices".into()))?;
     let msg = &choice["message"];
     let mut tool_calls = Vec::new();
     if let Some(calls) = msg["tool_calls"].as_array() {
         for (i, c) in calls.iter().enumerate() {
-            let raw = c["function"]["arguments"].as_str().map(str::to_string).unwrap_or_else(|| c["function"]["arguments"].to_string());
+            let raw = c["function"]["arguments"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| c["function"]["arguments"].to_string());
             let (arguments, malformed) = parse_arguments(&raw);
             tool_calls.push(ToolCall {
-                id: c["id"].as_str().map(str::to_string).unwrap_or_else(|| format!("call_{i}")),
-                name: c["function"]["name"].as_str().unwrap_or_default().to_string(),
+                id: c["id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("call_{i}")),
+                name: c["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 arguments,
                 malformed,
             });
@@ -87,7 +109,10 @@ pub fn parse_response(v: &Value, model: &str) -> Result<ModelResponse, ProviderE
             input_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
             output_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
         },
-        finish_reason: choice["finish_reason"].as_str().unwrap_or("stop").to_string(),
+        finish_reason: choice["finish_reason"]
+            .as_str()
+            .unwrap_or("stop")
+            .to_string(),
         response_id: v["id"].as_str().map(str::to_string),
         model: v["model"].as_str().unwrap_or(model).to_string(),
     })
@@ -102,7 +127,11 @@ impl Provider for OpenAi {
         &self.model
     }
 
-    async fn complete(&self, history: &[Message], tools: &[ToolSpec]) -> Result<ModelResponse, ProviderError> {
+    async fn complete(
+        &self,
+        history: &[Message],
+        tools: &[ToolSpec],
+    ) -> Result<ModelResponse, ProviderError> {
         let mut body = json!({
             "model": self.model,
             "messages": history.iter().map(to_wire).collect::<Vec<_>>(),
@@ -117,7 +146,15 @@ impl Provider for OpenAi {
         if let Some(k) = &self.key {
             headers.push(("authorization", format!("Bearer {k}")));
         }
-        let v = post_json(&self.http, &format!("{}/chat/completions", self.base), &headers, &body, &self.model, self.retry).await?;
+        let v = post_json(
+            &self.http,
+            &format!("{}/chat/completions", self.base),
+            &headers,
+            &body,
+            &self.model,
+            self.retry,
+        )
+        .await?;
         parse_response(&v, &self.model)
     }
 }

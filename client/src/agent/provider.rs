@@ -45,13 +45,28 @@ pub struct Message {
 
 impl Message {
     pub fn system(text: impl Into<String>) -> Message {
-        Message { role: Role::System, content: Some(text.into()), tool_calls: vec![], tool_call_id: None }
+        Message {
+            role: Role::System,
+            content: Some(text.into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
     }
     pub fn user(text: impl Into<String>) -> Message {
-        Message { role: Role::User, content: Some(text.into()), tool_calls: vec![], tool_call_id: None }
+        Message {
+            role: Role::User,
+            content: Some(text.into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
     }
     pub fn tool_result(call_id: &str, text: impl Into<String>) -> Message {
-        Message { role: Role::Tool, content: Some(text.into()), tool_calls: vec![], tool_call_id: Some(call_id.to_string()) }
+        Message {
+            role: Role::Tool,
+            content: Some(text.into()),
+            tool_calls: vec![],
+            tool_call_id: Some(call_id.to_string()),
+        }
     }
 
     /// Rough size in tokens (4 bytes a token), for context management.
@@ -127,7 +142,11 @@ pub trait Provider: Send + Sync {
         0
     }
     /// One completion over `history` with `tools` offered.
-    async fn complete(&self, history: &[Message], tools: &[ToolSpec]) -> Result<ModelResponse, ProviderError>;
+    async fn complete(
+        &self,
+        history: &[Message],
+        tools: &[ToolSpec],
+    ) -> Result<ModelResponse, ProviderError>;
 }
 
 /// Retry policy for HTTP providers.
@@ -140,7 +159,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_attempts: 5, base_delay: Duration::from_millis(500), max_delay: Duration::from_secs(30) }
+        RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+        }
     }
 }
 
@@ -182,10 +205,22 @@ pub async fn post_json(
         let text = resp.text().await.unwrap_or_default();
         match status {
             200..=299 => {
-                return serde_json::from_str(&text).map_err(|e| ProviderError::BadResponse(format!("not JSON ({e}): {}", clip(&text))))
+                return serde_json::from_str(&text).map_err(|e| {
+                    ProviderError::BadResponse(format!("not JSON ({e}): {}", clip(&text)))
+                })
             }
-            401 | 403 => return Err(ProviderError::Auth { status, detail: clip(&text) }),
-            404 => return Err(ProviderError::UnknownModel { model: model.to_string(), detail: clip(&text) }),
+            401 | 403 => {
+                return Err(ProviderError::Auth {
+                    status,
+                    detail: clip(&text),
+                })
+            }
+            404 => {
+                return Err(ProviderError::UnknownModel {
+                    model: model.to_string(),
+                    detail: clip(&text),
+                })
+            }
             429 | 500..=599 => {
                 last = format!("HTTP {status}: {}", clip(&text));
                 if attempt < retry.max_attempts {
@@ -193,14 +228,23 @@ pub async fn post_json(
                     continue;
                 }
             }
-            _ => return Err(ProviderError::Http(format!("HTTP {status}: {}", clip(&text)))),
+            _ => {
+                return Err(ProviderError::Http(format!(
+                    "HTTP {status}: {}",
+                    clip(&text)
+                )))
+            }
         }
     }
-    Err(ProviderError::Exhausted { attempts: retry.max_attempts, detail: last })
+    Err(ProviderError::Exhausted {
+        attempts: retry.max_attempts,
+        detail: last,
+    })
 }
 
 fn backoff(retry: RetryPolicy, attempt: u32, retry_after: Option<Duration>) -> Duration {
-    let d = retry_after.unwrap_or_else(|| retry.base_delay * 2u32.saturating_pow(attempt.saturating_sub(1)));
+    let d = retry_after
+        .unwrap_or_else(|| retry.base_delay * 2u32.saturating_pow(attempt.saturating_sub(1)));
     d.min(retry.max_delay)
 }
 

@@ -45,7 +45,8 @@ pub struct Script {
 impl Script {
     /// Loads a script. Errors name the file and line.
     pub fn load(path: &Path) -> Result<Script, ProviderError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ProviderError::Config(format!("script {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProviderError::Config(format!("script {}: {e}", path.display())))?;
         Script::parse(&path.display().to_string(), &text)
     }
 
@@ -56,7 +57,8 @@ impl Script {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let t: Turn = serde_json::from_str(line).map_err(|e| ProviderError::Config(format!("script {name}:{}: {e}", i + 1)))?;
+            let t: Turn = serde_json::from_str(line)
+                .map_err(|e| ProviderError::Config(format!("script {name}:{}: {e}", i + 1)))?;
             let tool_calls = t
                 .tool_calls
                 .into_iter()
@@ -67,12 +69,25 @@ impl Script {
                         v @ serde_json::Value::Object(_) => (v, false),
                         other => (other, true),
                     };
-                    ToolCall { id: c.id, name: c.name, arguments, malformed }
+                    ToolCall {
+                        id: c.id,
+                        name: c.name,
+                        arguments,
+                        malformed,
+                    }
                 })
                 .collect();
-            turns.push(Message { role: Role::Assistant, content: t.content, tool_calls, tool_call_id: None });
+            turns.push(Message {
+                role: Role::Assistant,
+                content: t.content,
+                tool_calls,
+                tool_call_id: None,
+            });
         }
-        Ok(Script { path: name.to_string(), turns })
+        Ok(Script {
+            path: name.to_string(),
+            turns,
+        })
     }
 
     /// Number of turns in the script.
@@ -94,20 +109,39 @@ impl Provider for Script {
         &self.path
     }
 
-    async fn complete(&self, history: &[Message], _tools: &[ToolSpec]) -> Result<ModelResponse, ProviderError> {
+    async fn complete(
+        &self,
+        history: &[Message],
+        _tools: &[ToolSpec],
+    ) -> Result<ModelResponse, ProviderError> {
         let done = history.iter().filter(|m| m.role == Role::Assistant).count();
         let input_tokens = history.iter().map(|m| m.estimated_tokens() as u64).sum();
         let (message, finish) = match self.turns.get(done) {
             Some(m) => {
-                let finish = if m.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+                let finish = if m.tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                };
                 (m.clone(), finish)
             }
-            None => (Message { role: Role::Assistant, content: None, tool_calls: vec![], tool_call_id: None }, "stop"),
+            None => (
+                Message {
+                    role: Role::Assistant,
+                    content: None,
+                    tool_calls: vec![],
+                    tool_call_id: None,
+                },
+                "stop",
+            ),
         };
         let output_tokens = message.estimated_tokens() as u64;
         Ok(ModelResponse {
             message,
-            usage: Usage { input_tokens, output_tokens },
+            usage: Usage {
+                input_tokens,
+                output_tokens,
+            },
             finish_reason: finish.into(),
             response_id: Some(format!("script-turn-{}", done + 1)),
             model: self.path.clone(),

@@ -30,10 +30,20 @@ struct ToolDef {
 }
 
 const fn req(name: &'static str, kind: &'static str, doc: &'static str) -> Arg {
-    Arg { name, kind, required: true, doc }
+    Arg {
+        name,
+        kind,
+        required: true,
+        doc,
+    }
 }
 const fn opt(name: &'static str, kind: &'static str, doc: &'static str) -> Arg {
-    Arg { name, kind, required: false, doc }
+    Arg {
+        name,
+        kind,
+        required: false,
+        doc,
+    }
 }
 
 const TOOLS: &[ToolDef] = &[
@@ -95,17 +105,32 @@ pub fn specs() -> Vec<ToolSpec> {
 /// malformed.
 pub fn validate(call: &ToolCall) -> Result<(), String> {
     let Some(def) = TOOLS.iter().find(|t| t.name == call.name) else {
-        return Err(format!("unknown tool {:?}; available: {}", call.name, TOOLS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")));
+        return Err(format!(
+            "unknown tool {:?}; available: {}",
+            call.name,
+            TOOLS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+        ));
     };
     if call.malformed {
-        return Err(format!("the arguments of {} are not a JSON object: {}", call.name, call.arguments));
+        return Err(format!(
+            "the arguments of {} are not a JSON object: {}",
+            call.name, call.arguments
+        ));
     }
     let Some(obj) = call.arguments.as_object() else {
-        return Err(format!("the arguments of {} must be a JSON object", call.name));
+        return Err(format!(
+            "the arguments of {} must be a JSON object",
+            call.name
+        ));
     };
     for a in def.args {
         match obj.get(a.name) {
-            None | Some(Value::Null) if a.required => return Err(format!("{}: missing required argument {:?}", call.name, a.name)),
+            None | Some(Value::Null) if a.required => {
+                return Err(format!(
+                    "{}: missing required argument {:?}",
+                    call.name, a.name
+                ))
+            }
             Some(v) if !v.is_null() => {
                 let ok = match a.kind {
                     "string" => v.is_string(),
@@ -113,13 +138,19 @@ pub fn validate(call: &ToolCall) -> Result<(), String> {
                     _ => true,
                 };
                 if !ok {
-                    return Err(format!("{}: argument {:?} must be a {}", call.name, a.name, a.kind));
+                    return Err(format!(
+                        "{}: argument {:?} must be a {}",
+                        call.name, a.name, a.kind
+                    ));
                 }
             }
             _ => {}
         }
     }
-    if let Some(extra) = obj.keys().find(|k| !def.args.iter().any(|a| a.name == k.as_str())) {
+    if let Some(extra) = obj
+        .keys()
+        .find(|k| !def.args.iter().any(|a| a.name == k.as_str()))
+    {
         return Err(format!("{}: unknown argument {extra:?}", call.name));
     }
     Ok(())
@@ -154,7 +185,10 @@ pub struct Dispatcher<'a> {
 }
 
 fn arg_str(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_str).unwrap_or_default().to_string()
+    v.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Cuts `s` to `budget` bytes (keeping head and tail) with a marker.
@@ -171,14 +205,23 @@ pub fn truncate(s: &str, budget: usize) -> String {
     while !s.is_char_boundary(tail) {
         tail += 1;
     }
-    format!("{}\n[warden: {} bytes of output omitted]\n{}", &s[..head], tail - head, &s[tail..])
+    format!(
+        "{}\n[warden: {} bytes of output omitted]\n{}",
+        &s[..head],
+        tail - head,
+        &s[tail..]
+    )
 }
 
 impl Dispatcher<'_> {
     /// Runs one tool call; never fails (errors become the result text).
     pub async fn dispatch(&self, step_id: &str, call: &ToolCall) -> Outcome {
         if let Err(why) = validate(call) {
-            return Outcome { text: format!("error: malformed tool call: {why}"), malformed: true, ..Default::default() };
+            return Outcome {
+                text: format!("error: malformed tool call: {why}"),
+                malformed: true,
+                ..Default::default()
+            };
         }
         let started = Instant::now();
         let mut out = match call.name.as_str() {
@@ -196,7 +239,12 @@ impl Dispatcher<'_> {
 
     async fn shell(&self, step_id: &str, call: &ToolCall) -> Outcome {
         let command = arg_str(&call.arguments, "command");
-        let timeout_ms = call.arguments.get("timeout_secs").and_then(Value::as_u64).map(|s| s.saturating_mul(1000)).unwrap_or(0);
+        let timeout_ms = call
+            .arguments
+            .get("timeout_secs")
+            .and_then(Value::as_u64)
+            .map(|s| s.saturating_mul(1000))
+            .unwrap_or(0);
         let mut approve = false;
         // At most two attempts: the second after the user granted an ask
         // that the daemon answered with a refusal (no interactive wait).
@@ -213,7 +261,12 @@ impl Dispatcher<'_> {
             };
             let mut stream = match self.client.exec_client().exec(req).await {
                 Ok(s) => s.into_inner(),
-                Err(s) => return Outcome { text: format!("error: {}", s.message()), ..Default::default() },
+                Err(s) => {
+                    return Outcome {
+                        text: format!("error: {}", s.message()),
+                        ..Default::default()
+                    }
+                }
             };
             let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
             let mut out = Outcome::default();
@@ -221,7 +274,12 @@ impl Dispatcher<'_> {
             while let Some(ev) = stream.next().await {
                 let ev = match ev {
                     Ok(ev) => ev,
-                    Err(s) => return Outcome { text: format!("error: {}", s.message()), ..out },
+                    Err(s) => {
+                        return Outcome {
+                            text: format!("error: {}", s.message()),
+                            ..out
+                        }
+                    }
                 };
                 match ev.event {
                     Some(Event::Decision(d)) => {
@@ -252,27 +310,43 @@ impl Dispatcher<'_> {
                     }
                     Some(Event::Stdout(c)) => stdout.extend_from_slice(&c.data),
                     Some(Event::Stderr(c)) => stderr.extend_from_slice(&c.data),
-                    Some(Event::Checkpoint(c)) if c.kind == "pre" => out.pre_checkpoint = Some(c.checkpoint_id),
-                    Some(Event::Checkpoint(c)) if c.kind == "post" => out.post_checkpoint = Some(c.checkpoint_id),
+                    Some(Event::Checkpoint(c)) if c.kind == "pre" => {
+                        out.pre_checkpoint = Some(c.checkpoint_id)
+                    }
+                    Some(Event::Checkpoint(c)) if c.kind == "post" => {
+                        out.post_checkpoint = Some(c.checkpoint_id)
+                    }
                     Some(Event::Exit(e)) => exit = Some(e),
                     _ => {}
                 }
             }
             let Some(e) = exit else {
-                return Outcome { text: "error: the daemon ended the call without an exit status".into(), ..out };
+                return Outcome {
+                    text: "error: the daemon ended the call without an exit status".into(),
+                    ..out
+                };
             };
             if e.refused {
-                let asked = e.refusal.starts_with("approval required") && e.approval_request_id.is_empty();
+                let asked =
+                    e.refusal.starts_with("approval required") && e.approval_request_id.is_empty();
                 if asked && !approve {
                     let classification = self
                         .client
                         .policy()
-                        .classify(pb::ClassifyRequest { session_id: self.session_id.clone(), command: command.clone() })
+                        .classify(pb::ClassifyRequest {
+                            session_id: self.session_id.clone(),
+                            command: command.clone(),
+                        })
                         .await
                         .ok()
                         .map(|r| r.into_inner());
                     let preview = pb::ApprovalRequest {
-                        preview: Some(pb::Preview { tool: "shell".into(), summary: command.clone(), classification, ..Default::default() }),
+                        preview: Some(pb::Preview {
+                            tool: "shell".into(),
+                            summary: command.clone(),
+                            classification,
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     };
                     match self.approver.decide(&preview).await {
@@ -317,7 +391,11 @@ impl Dispatcher<'_> {
             out.text = text;
             return out;
         }
-        Outcome { text: "refused: approval required".into(), refused: true, ..Default::default() }
+        Outcome {
+            text: "refused: approval required".into(),
+            refused: true,
+            ..Default::default()
+        }
     }
 
     async fn read_file(&self, call: &ToolCall) -> Outcome {
@@ -330,7 +408,10 @@ impl Dispatcher<'_> {
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
         };
-        let mut out = Outcome { tier: Some("safe-read".into()), ..Default::default() };
+        let mut out = Outcome {
+            tier: Some("safe-read".into()),
+            ..Default::default()
+        };
         match self.client.files().read_file(req).await {
             Ok(r) => {
                 let r = r.into_inner();
@@ -338,7 +419,10 @@ impl Dispatcher<'_> {
                 out.text = if r.binary {
                     format!("binary file ({} bytes); not shown", r.size_bytes)
                 } else if r.truncated {
-                    format!("{}\n[warden: truncated; the file has {} bytes]", r.content, r.size_bytes)
+                    format!(
+                        "{}\n[warden: truncated; the file has {} bytes]",
+                        r.content, r.size_bytes
+                    )
                 } else {
                     r.content
                 };
@@ -353,8 +437,15 @@ impl Dispatcher<'_> {
 
     async fn write(&self, step_id: &str, call: &ToolCall) -> Outcome {
         let a = &call.arguments;
-        let mut out = Outcome { tier: Some("write".into()), ..Default::default() };
-        let summary = if call.name == "write_file" { format!("write_file {}", arg_str(a, "path")) } else { "apply_patch".to_string() };
+        let mut out = Outcome {
+            tier: Some("write".into()),
+            ..Default::default()
+        };
+        let summary = if call.name == "write_file" {
+            format!("write_file {}", arg_str(a, "path"))
+        } else {
+            "apply_patch".to_string()
+        };
         let mut approve = false;
         for _ in 0..2 {
             let result = if call.name == "write_file" {
@@ -370,7 +461,12 @@ impl Dispatcher<'_> {
                 };
                 self.client.files().write_file(req).await.map(|r| {
                     let r = r.into_inner();
-                    (vec![arg_str(a, "path")], r.pre_checkpoint_id, r.post_checkpoint_id, format!("wrote {} bytes", r.size_bytes))
+                    (
+                        vec![arg_str(a, "path")],
+                        r.pre_checkpoint_id,
+                        r.post_checkpoint_id,
+                        format!("wrote {} bytes", r.size_bytes),
+                    )
                 })
             } else {
                 let req = pb::ApplyPatchRequest {
@@ -384,7 +480,14 @@ impl Dispatcher<'_> {
                 self.client.files().apply_patch(req).await.map(|r| {
                     let r = r.into_inner();
                     let paths: Vec<String> = r.changes.iter().map(|c| c.path.clone()).collect();
-                    let text = format!("patch applied: {}", r.changes.iter().map(|c| format!("{} {}", c.kind, c.path)).collect::<Vec<_>>().join(", "));
+                    let text = format!(
+                        "patch applied: {}",
+                        r.changes
+                            .iter()
+                            .map(|c| format!("{} {}", c.kind, c.path))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                     (paths, r.pre_checkpoint_id, r.post_checkpoint_id, text)
                 })
             };
@@ -397,9 +500,18 @@ impl Dispatcher<'_> {
                     out.text = text;
                     return out;
                 }
-                Err(s) if s.code() == tonic::Code::PermissionDenied && s.message().starts_with("approval required") && !approve => {
+                Err(s)
+                    if s.code() == tonic::Code::PermissionDenied
+                        && s.message().starts_with("approval required")
+                        && !approve =>
+                {
                     let preview = pb::ApprovalRequest {
-                        preview: Some(pb::Preview { tool: call.name.clone(), summary: summary.clone(), diff: arg_str(a, "patch"), ..Default::default() }),
+                        preview: Some(pb::Preview {
+                            tool: call.name.clone(),
+                            summary: summary.clone(),
+                            diff: arg_str(a, "patch"),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     };
                     match self.approver.decide(&preview).await {
@@ -407,7 +519,8 @@ impl Dispatcher<'_> {
                         Verdict::Refuse(why) => {
                             out.refused = true;
                             out.decision = Some("ask".into());
-                            out.text = format!("refused: {} ({why}); take another way", s.message());
+                            out.text =
+                                format!("refused: {} ({why}); take another way", s.message());
                             return out;
                         }
                     }
@@ -426,8 +539,17 @@ impl Dispatcher<'_> {
     }
 
     async fn list_dir(&self, call: &ToolCall) -> Outcome {
-        let req = pb::ListDirRequest { session_id: self.session_id.clone(), path: arg_str(&call.arguments, "path"), depth: 1, limit: 0 };
-        let mut out = Outcome { tier: Some("safe-read".into()), decision: Some("allow".into()), ..Default::default() };
+        let req = pb::ListDirRequest {
+            session_id: self.session_id.clone(),
+            path: arg_str(&call.arguments, "path"),
+            depth: 1,
+            limit: 0,
+        };
+        let mut out = Outcome {
+            tier: Some("safe-read".into()),
+            decision: Some("allow".into()),
+            ..Default::default()
+        };
         out.text = match self.client.files().list_dir(req).await {
             Ok(r) => {
                 let r = r.into_inner();
@@ -455,11 +577,19 @@ impl Dispatcher<'_> {
             case_insensitive: false,
             limit: 0,
         };
-        let mut out = Outcome { tier: Some("safe-read".into()), decision: Some("allow".into()), ..Default::default() };
+        let mut out = Outcome {
+            tier: Some("safe-read".into()),
+            decision: Some("allow".into()),
+            ..Default::default()
+        };
         out.text = match self.client.files().grep(req).await {
             Ok(r) => {
                 let r = r.into_inner();
-                let mut s: String = r.matches.iter().map(|m| format!("{}:{}:{}\n", m.path, m.line, m.text)).collect();
+                let mut s: String = r
+                    .matches
+                    .iter()
+                    .map(|m| format!("{}:{}:{}\n", m.path, m.line, m.text))
+                    .collect();
                 if s.is_empty() {
                     s = "no matches\n".into();
                 }
@@ -479,7 +609,12 @@ mod tests {
     use super::*;
 
     fn call(name: &str, args: Value) -> ToolCall {
-        ToolCall { id: "c".into(), name: name.into(), arguments: args, malformed: false }
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: args,
+            malformed: false,
+        }
     }
 
     #[test]
@@ -493,10 +628,20 @@ mod tests {
     #[test]
     fn malformed_calls_are_caught_before_dispatch() {
         assert!(validate(&call("shell", json!({"command": "ls"}))).is_ok());
-        assert!(validate(&call("shell", json!({}))).unwrap_err().contains("missing"));
-        assert!(validate(&call("shell", json!({"command": 3}))).unwrap_err().contains("string"));
-        assert!(validate(&call("shell", json!({"command": "ls", "sudo": true}))).unwrap_err().contains("unknown argument"));
-        assert!(validate(&call("rm_rf", json!({}))).unwrap_err().contains("unknown tool"));
+        assert!(validate(&call("shell", json!({})))
+            .unwrap_err()
+            .contains("missing"));
+        assert!(validate(&call("shell", json!({"command": 3})))
+            .unwrap_err()
+            .contains("string"));
+        assert!(
+            validate(&call("shell", json!({"command": "ls", "sudo": true})))
+                .unwrap_err()
+                .contains("unknown argument")
+        );
+        assert!(validate(&call("rm_rf", json!({})))
+            .unwrap_err()
+            .contains("unknown tool"));
         let mut c = call("shell", json!("{oops"));
         c.malformed = true;
         assert!(validate(&c).is_err());
@@ -506,7 +651,11 @@ mod tests {
     fn truncation_keeps_head_and_tail() {
         let s = "a".repeat(100) + &"b".repeat(100);
         let t = truncate(&s, 50);
-        assert!(t.starts_with("aaaa") && t.ends_with("bbbb") && t.contains("150 bytes of output omitted"));
+        assert!(
+            t.starts_with("aaaa")
+                && t.ends_with("bbbb")
+                && t.contains("150 bytes of output omitted")
+        );
         assert_eq!(truncate("short", 50), "short");
     }
 }

@@ -24,9 +24,18 @@ use crate::agent::{self, Agent, AgentEvent, Observer, RunConfig, RunReport};
 use crate::pb;
 
 const DEMO_FILES: &[(&str, &str)] = &[
-    ("README.md", include_str!("../../../examples/demo-repo/README.md")),
-    ("calc.py", include_str!("../../../examples/demo-repo/calc.py")),
-    ("test_calc.py", include_str!("../../../examples/demo-repo/test_calc.py")),
+    (
+        "README.md",
+        include_str!("../../../examples/demo-repo/README.md"),
+    ),
+    (
+        "calc.py",
+        include_str!("../../../examples/demo-repo/calc.py"),
+    ),
+    (
+        "test_calc.py",
+        include_str!("../../../examples/demo-repo/test_calc.py"),
+    ),
 ];
 const DEMO_PLAN: &str = include_str!("../../../examples/demo-plan.jsonl");
 const DEMO_TASK: &str = "The tests of this project fail. Find the bug and fix it.";
@@ -49,19 +58,43 @@ fn setup(root: &Path) -> std::io::Result<PathBuf> {
     }
     // A file outside the workspace, and a link to it inside: the agent's
     // read through it must be blocked.
-    std::fs::write(root.join("outside-secret.txt"), "host-only data: the demo agent must never read this\n")?;
+    std::fs::write(
+        root.join("outside-secret.txt"),
+        "host-only data: the demo agent must never read this\n",
+    )?;
     std::os::unix::fs::symlink(root.join("outside-secret.txt"), ws.join("notes.txt"))?;
     // A git repository, so the destructive step has something to destroy.
-    let git = |args: &[&str]| std::process::Command::new("git").args(args).current_dir(&ws).output();
-    if git(&["init", "-q"]).map(|o| o.status.success()).unwrap_or(false) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+    };
+    if git(&["init", "-q"])
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+    {
         let _ = git(&["add", "-A"]);
-        let _ = git(&["-c", "user.name=demo", "-c", "user.email=demo@example.invalid", "commit", "-qm", "demo repo"]);
+        let _ = git(&[
+            "-c",
+            "user.name=demo",
+            "-c",
+            "user.email=demo@example.invalid",
+            "commit",
+            "-qm",
+            "demo repo",
+        ]);
     }
     Ok(ws)
 }
 
 async fn run_tests(client: &crate::Client, session: &str) -> Option<i32> {
-    let req = pb::ExecRequest { session_id: session.into(), command: "python3 -m unittest -q 2>&1 | tail -n 1".into(), approve: true, ..Default::default() };
+    let req = pb::ExecRequest {
+        session_id: session.into(),
+        command: "python3 -m unittest -q 2>&1 | tail -n 1".into(),
+        approve: true,
+        ..Default::default()
+    };
     let mut s = client.exec_client().exec(req).await.ok()?.into_inner();
     let mut out = Vec::new();
     let mut code = None;
@@ -117,8 +150,15 @@ pub async fn run(args: DemoArgs, _global: &GlobalArgs) -> i32 {
     };
     let socket = root.join("wardend.sock");
     let state_dir = root.join("state");
-    let opts = crate::Options { socket: Some(socket.clone()), state_dir: Some(state_dir.clone()), no_autostart: false };
-    eprintln!("warden demo: workspace {} (a copy of examples/demo-repo)", ws.display());
+    let opts = crate::Options {
+        socket: Some(socket.clone()),
+        state_dir: Some(state_dir.clone()),
+        no_autostart: false,
+    };
+    eprintln!(
+        "warden demo: workspace {} (a copy of examples/demo-repo)",
+        ws.display()
+    );
     let client = match crate::Client::connect_or_start(&opts).await {
         Ok(c) => c,
         Err(e) => {
@@ -143,7 +183,12 @@ pub async fn run(args: DemoArgs, _global: &GlobalArgs) -> i32 {
     let model = "script:examples/demo-plan.jsonl".to_string();
     let run = match client
         .runs()
-        .create_run(pb::CreateRunRequest { session_id: session.id.clone(), task: DEMO_TASK.into(), model: model.clone(), run_id: String::new() })
+        .create_run(pb::CreateRunRequest {
+            session_id: session.id.clone(),
+            task: DEMO_TASK.into(),
+            model: model.clone(),
+            run_id: String::new(),
+        })
         .await
     {
         Ok(r) => r.into_inner(),
@@ -160,70 +205,156 @@ pub async fn run(args: DemoArgs, _global: &GlobalArgs) -> i32 {
         approver: &approver,
         session_id: session.id.clone(),
         run_id: run.id.clone(),
-        config: RunConfig { task: DEMO_TASK.into(), max_steps: 20, ..Default::default() },
+        config: RunConfig {
+            task: DEMO_TASK.into(),
+            max_steps: 20,
+            ..Default::default()
+        },
     };
     let mut obs = Quiet(Progress::new(args.json));
-    obs.event(&run.id, &AgentEvent::RunStarted { task: DEMO_TASK.into(), model, session_id: session.id.clone() });
-    let report = agent.run(vec![Message::system(agent::SYSTEM_PROMPT), Message::user(DEMO_TASK)], &mut obs).await;
+    obs.event(
+        &run.id,
+        &AgentEvent::RunStarted {
+            task: DEMO_TASK.into(),
+            model,
+            session_id: session.id.clone(),
+        },
+    );
+    let report = agent
+        .run(
+            vec![
+                Message::system(agent::SYSTEM_PROMPT),
+                Message::user(DEMO_TASK),
+            ],
+            &mut obs,
+        )
+        .await;
     print_summary(&report);
 
     eprintln!("\nwhat happened:");
     let mut check = Check { failures: vec![] };
-    check.expect(report.outcome == agent::RunOutcome::Done, "the run finished");
-    check.expect(step(&report, "c3").and_then(|s| s.exit_code).is_some_and(|c| c != 0), "the tests failed before the fix");
-    check.expect(step(&report, "c4").is_some_and(|s| !s.refused && s.files_changed.iter().any(|f| f == "calc.py")), "the patch was applied");
-    check.expect(step(&report, "c5").and_then(|s| s.exit_code) == Some(0), "the tests passed after the fix");
-    check.expect(step(&report, "c6").is_some_and(|s| s.refused), "the network command was refused");
+    check.expect(
+        report.outcome == agent::RunOutcome::Done,
+        "the run finished",
+    );
+    check.expect(
+        step(&report, "c3")
+            .and_then(|s| s.exit_code)
+            .is_some_and(|c| c != 0),
+        "the tests failed before the fix",
+    );
+    check.expect(
+        step(&report, "c4")
+            .is_some_and(|s| !s.refused && s.files_changed.iter().any(|f| f == "calc.py")),
+        "the patch was applied",
+    );
+    check.expect(
+        step(&report, "c5").and_then(|s| s.exit_code) == Some(0),
+        "the tests passed after the fix",
+    );
+    check.expect(
+        step(&report, "c6").is_some_and(|s| s.refused),
+        "the network command was refused",
+    );
     check.expect(
         step(&report, "c7").is_some_and(|s| s.refused && s.decision.as_deref() == Some("deny")),
         "the destructive command was denied",
     );
     check.expect(ws.join(".git").is_dir(), "the repository history is intact");
-    let escape = report.history.iter().find(|m| m.tool_call_id.as_deref() == Some("c8")).and_then(|m| m.content.clone()).unwrap_or_default();
-    check.expect(!escape.contains("host-only data") && escape.starts_with("error"), "the read through a symlink leaving the workspace was blocked");
+    let escape = report
+        .history
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("c8"))
+        .and_then(|m| m.content.clone())
+        .unwrap_or_default();
+    check.expect(
+        !escape.contains("host-only data") && escape.starts_with("error"),
+        "the read through a symlink leaving the workspace was blocked",
+    );
 
     // Roll the patch step back, then forward again.
     eprintln!("\nrollback:");
     let patch = step(&report, "c4").cloned();
-    match patch.as_ref().and_then(|p| Some((p.pre_checkpoint.clone()?, p.post_checkpoint.clone()?))) {
+    match patch
+        .as_ref()
+        .and_then(|p| Some((p.pre_checkpoint.clone()?, p.post_checkpoint.clone()?)))
+    {
         Some((pre, post)) => {
             match client
                 .checkpoints()
-                .rollback(pb::RollbackRequest { checkpoint_id: pre.clone(), files: true, force: true, ..Default::default() })
+                .rollback(pb::RollbackRequest {
+                    checkpoint_id: pre.clone(),
+                    files: true,
+                    force: true,
+                    ..Default::default()
+                })
                 .await
             {
                 Ok(r) => {
                     let r = r.into_inner();
-                    eprintln!("    rolled back to {pre} (before the patch): new checkpoint {}", r.checkpoint_id);
-                    check.expect(run_tests(&client, &session.id).await == Some(1), "after rolling back the patch the tests fail again");
+                    eprintln!(
+                        "    rolled back to {pre} (before the patch): new checkpoint {}",
+                        r.checkpoint_id
+                    );
+                    check.expect(
+                        run_tests(&client, &session.id).await == Some(1),
+                        "after rolling back the patch the tests fail again",
+                    );
                     match client
                         .checkpoints()
-                        .rollback(pb::RollbackRequest { checkpoint_id: post.clone(), files: true, force: true, ..Default::default() })
+                        .rollback(pb::RollbackRequest {
+                            checkpoint_id: post.clone(),
+                            files: true,
+                            force: true,
+                            ..Default::default()
+                        })
                         .await
                     {
                         Ok(r2) => {
-                            eprintln!("    re-applied: rolled forward to {post}: new checkpoint {}", r2.into_inner().checkpoint_id);
-                            check.expect(run_tests(&client, &session.id).await == Some(0), "after re-applying it the tests pass");
+                            eprintln!(
+                                "    re-applied: rolled forward to {post}: new checkpoint {}",
+                                r2.into_inner().checkpoint_id
+                            );
+                            check.expect(
+                                run_tests(&client, &session.id).await == Some(0),
+                                "after re-applying it the tests pass",
+                            );
                         }
-                        Err(s) => check.expect(false, &format!("re-applying the patch: {}", s.message())),
+                        Err(s) => {
+                            check.expect(false, &format!("re-applying the patch: {}", s.message()))
+                        }
                     }
                 }
-                Err(s) => check.expect(false, &format!("rolling back the patch step: {}", s.message())),
+                Err(s) => check.expect(
+                    false,
+                    &format!("rolling back the patch step: {}", s.message()),
+                ),
             }
         }
         None => check.expect(false, "the patch step has pre and post checkpoints"),
     }
     let _ = client.close_session(&session.id).await;
 
-    eprintln!("\ncheckpoints and audit are kept in {}:", state_dir.display());
-    eprintln!("    export WARDEN_SOCKET={} WARDEN_STATE_DIR={}", socket.display(), state_dir.display());
+    eprintln!(
+        "\ncheckpoints and audit are kept in {}:",
+        state_dir.display()
+    );
+    eprintln!(
+        "    export WARDEN_SOCKET={} WARDEN_STATE_DIR={}",
+        socket.display(),
+        state_dir.display()
+    );
     eprintln!("    warden checkpoint list --session {}", session.id);
     eprintln!("    warden audit --session {}", session.id);
     if check.failures.is_empty() {
         eprintln!("\nwarden demo: every step behaved as expected.");
         0
     } else {
-        eprintln!("\nwarden demo: {} step(s) did not behave as expected: {}", check.failures.len(), check.failures.join("; "));
+        eprintln!(
+            "\nwarden demo: {} step(s) did not behave as expected: {}",
+            check.failures.len(),
+            check.failures.join("; ")
+        );
         1
     }
 }

@@ -6,8 +6,8 @@ pub mod audit;
 pub mod daemon;
 pub mod demo;
 pub mod exec;
-pub mod run;
 pub mod fs;
+pub mod run;
 
 /// Exit code: the command timed out (as timeout(1)).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -55,13 +55,4 @@ pub async fn connect(global: &GlobalArgs) -> Result<crate::Client, i32> {
             say(e);
             EXIT_WARDEN
         })
-}
-
-/// One audit record as a JSON object (`warden audit --json`, artifacts).
-pub fn audit_json(r: &crate::pb::AuditRecord) -> serde_json::Value {
-    let detail: serde_json::Value = serde_json::from_str(&r.detail_json).unwrap_or(serde_json::Value::String(r.detail_json.clone()));
-    serde_json::json!({
-        "seq": r.seq, "time_ms": r.time_ms, "session_id": r.session_id, "run_id": r.run_id, "step_id": r.step_id,
-        "actor": r.actor, "action": r.action, "layer": r.layer, "detail": detail, "prev_hash": r.prev_hash, "hash": r.hash,
-    })
 }

@@ -88,7 +88,11 @@ impl Progress {
                     let g = s.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some((label, t)) = g.as_ref() {
                         if t.elapsed() > Duration::from_millis(700) {
-                            eprint!("\r  {} {label} ({:.1} s)\x1b[K", frames[i % 4], t.elapsed().as_secs_f64());
+                            eprint!(
+                                "\r  {} {label} ({:.1} s)\x1b[K",
+                                frames[i % 4],
+                                t.elapsed().as_secs_f64()
+                            );
                             i += 1;
                         }
                     }
@@ -99,7 +103,14 @@ impl Progress {
     }
 
     fn stop_spinner(&self) {
-        if self.spinner.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() && self.tty {
+        if self
+            .spinner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+            && self.tty
+        {
             eprint!("\r\x1b[K");
         }
     }
@@ -123,8 +134,13 @@ impl Observer for Progress {
                 let first = text.lines().next().unwrap_or_default();
                 eprintln!("  step {step:<3} model     {first}");
             }
-            AgentEvent::ToolStarted { step, tool, summary } => {
-                *self.spinner.lock().unwrap_or_else(|p| p.into_inner()) = Some((format!("step {step} {tool} {summary}"), Instant::now()));
+            AgentEvent::ToolStarted {
+                step,
+                tool,
+                summary,
+            } => {
+                *self.spinner.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((format!("step {step} {tool} {summary}"), Instant::now()));
             }
             AgentEvent::ToolFinished(r) => {
                 self.stop_spinner();
@@ -150,7 +166,10 @@ impl Observer for Progress {
                     r.summary
                 );
             }
-            AgentEvent::Degraded(d) => eprintln!("  context   {} ({} messages, ~{} -> ~{} tokens)", d.kind, d.messages, d.tokens_before, d.tokens_after),
+            AgentEvent::Degraded(d) => eprintln!(
+                "  context   {} ({} messages, ~{} -> ~{} tokens)",
+                d.kind, d.messages, d.tokens_before, d.tokens_after
+            ),
             AgentEvent::ModelCall { .. } => {}
             AgentEvent::RunFinished { .. } => self.stop_spinner(),
         }
@@ -172,7 +191,9 @@ pub fn print_summary(r: &RunReport) {
         agent::RunOutcome::Done => "done".to_string(),
         agent::RunOutcome::Failed(why) => format!("failed: {why}"),
         agent::RunOutcome::Stopped(why) => format!("stopped: {why}"),
-        agent::RunOutcome::Interrupted => "interrupted (resume with: warden run --resume RUN_ID)".to_string(),
+        agent::RunOutcome::Interrupted => {
+            "interrupted (resume with: warden run --resume RUN_ID)".to_string()
+        }
     };
     eprintln!("run {}: {outcome}", r.run_id);
     eprintln!(
@@ -181,7 +202,18 @@ pub fn print_summary(r: &RunReport) {
         r.tool_calls.len(),
         r.refused,
         r.files_changed.len(),
-        if r.files_changed.is_empty() { String::new() } else { format!(" ({})", r.files_changed.iter().cloned().collect::<Vec<_>>().join(", ")) }
+        if r.files_changed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({})",
+                r.files_changed
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
     );
     eprintln!(
         "  tokens: {} in, {} out; cost: ${:.4}",
@@ -192,12 +224,19 @@ pub fn print_summary(r: &RunReport) {
     if !r.degraded.is_empty() {
         eprintln!("  context degraded {} times", r.degraded.len());
     }
-    eprintln!("  checkpoints: warden checkpoint list --session {}", r.session_id);
+    eprintln!(
+        "  checkpoints: warden checkpoint list --session {}",
+        r.session_id
+    );
 }
 
 /// Picks the approver for `--approve` (default: prompt on a terminal, no otherwise).
 pub fn approver_for(mode: Option<ApproveMode>) -> Box<dyn Approver> {
-    let mode = mode.unwrap_or(if std::io::stdin().is_terminal() { ApproveMode::Prompt } else { ApproveMode::No });
+    let mode = mode.unwrap_or(if std::io::stdin().is_terminal() {
+        ApproveMode::Prompt
+    } else {
+        ApproveMode::No
+    });
     match mode {
         ApproveMode::Prompt => Box::new(approver::Prompt),
         ApproveMode::Yes => Box::new(approver::Yes),
@@ -207,16 +246,30 @@ pub fn approver_for(mode: Option<ApproveMode>) -> Box<dyn Approver> {
 
 /// Writes `--artifacts`: summary.json, audit.jsonl, final.diff, trace.jsonl.
 /// What the daemon cannot provide is written as a one-line note instead.
-pub async fn write_artifacts(client: &crate::Client, dir: &Path, r: &RunReport) -> std::io::Result<()> {
+pub async fn write_artifacts(
+    client: &crate::Client,
+    dir: &Path,
+    r: &RunReport,
+) -> std::io::Result<()> {
     use tokio_stream::StreamExt;
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("summary.json"), serde_json::to_string_pretty(r).unwrap_or_default())?;
-    let audit = match client.audit().list_audit(pb::ListAuditRequest { session_id: r.session_id.clone(), after_seq: 0 }).await {
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(r).unwrap_or_default(),
+    )?;
+    let audit = match client
+        .audit()
+        .list_audit(pb::ListAuditRequest {
+            session_id: r.session_id.clone(),
+            after_seq: 0,
+        })
+        .await
+    {
         Ok(s) => {
             let mut s = s.into_inner();
             let mut out = String::new();
             while let Some(Ok(rec)) = s.next().await {
-                out.push_str(&crate::cli::audit_json(&rec).to_string());
+                out.push_str(&crate::cli::audit::record_json(&rec).to_string());
                 out.push('\n');
             }
             out
@@ -226,7 +279,14 @@ pub async fn write_artifacts(client: &crate::Client, dir: &Path, r: &RunReport) 
     std::fs::write(dir.join("audit.jsonl"), audit)?;
     let first_pre = r.tool_calls.iter().find_map(|t| t.pre_checkpoint.clone());
     let diff = match first_pre {
-        Some(id) => match client.checkpoints().diff_checkpoints(pb::DiffCheckpointsRequest { from_checkpoint_id: id, to_checkpoint_id: String::new() }).await {
+        Some(id) => match client
+            .checkpoints()
+            .diff_checkpoints(pb::DiffCheckpointsRequest {
+                from_checkpoint_id: id,
+                to_checkpoint_id: String::new(),
+            })
+            .await
+        {
             Ok(d) => d.into_inner().patch,
             Err(s) => format!("# diff unavailable: {}\n", s.message()),
         },
@@ -283,7 +343,12 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> i32 {
     };
     let run = match client
         .runs()
-        .create_run(pb::CreateRunRequest { session_id: session.id.clone(), task: task.clone(), model: model.clone(), run_id: String::new() })
+        .create_run(pb::CreateRunRequest {
+            session_id: session.id.clone(),
+            task: task.clone(),
+            model: model.clone(),
+            run_id: String::new(),
+        })
         .await
     {
         Ok(r) => r.into_inner(),
@@ -302,9 +367,19 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> i32 {
         ..Default::default()
     };
     let mut progress = Progress::new(args.json);
-    progress.event(&run.id, &AgentEvent::RunStarted { task: task.clone(), model: model.clone(), session_id: session.id.clone() });
+    progress.event(
+        &run.id,
+        &AgentEvent::RunStarted {
+            task: task.clone(),
+            model: model.clone(),
+            session_id: session.id.clone(),
+        },
+    );
     if !args.json {
-        eprintln!("warden run {} · model {model} · policy {} · workspace {}", run.id, session.policy_name, session.workspace);
+        eprintln!(
+            "warden run {} · model {model} · policy {} · workspace {}",
+            run.id, session.policy_name, session.workspace
+        );
     }
     let agent = Agent {
         client: &client,
