@@ -1,0 +1,1009 @@
+//! The built-in rule table: secret formats by vendor, as facts about those
+//! formats (prefixes, alphabets, lengths). Patterns are compiled as
+//! byte regexes with Unicode off, so `\w`, `\d`, `\s` and `\b` are ASCII.
+//!
+//! Every rule names the keywords (ASCII case-insensitive) that must occur
+//! near a match; the engine runs a rule's pattern only on the lines around
+//! its keywords (the prefilter gitleaks also uses), so the cost of the
+//! table is one Aho-Corasick pass over the input plus a few short lines.
+
+/// How far around a keyword hit the rule's pattern is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Window {
+    /// The line holding the hit (capped at [`LINE_CAP`] bytes either side).
+    Line,
+}
+
+/// Bytes either side of a hit that a line window may span.
+pub(crate) const LINE_CAP: usize = 2048;
+
+/// One pattern rule.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RuleDef {
+    /// Rule id shown in markers and findings.
+    pub id: &'static str,
+    /// Keywords (ASCII case-insensitive) at least one of which the match contains or follows.
+    pub keywords: &'static [&'static str],
+    /// Byte regex (Unicode off).
+    pub pattern: &'static str,
+    /// Capture group holding the secret (0: the whole match).
+    pub group: usize,
+    /// Minimum Shannon entropy (bits per byte) of the secret; 0 to skip.
+    pub min_entropy: f32,
+    /// Reject values that look like templates (`xxxx`, `${VAR}`, `<...>`).
+    pub placeholder_check: bool,
+    /// Extra check of the secret.
+    pub post: Post,
+    /// Window around keyword hits.
+    pub window: Window,
+}
+
+const fn r(
+    id: &'static str,
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+    group: usize,
+    min_entropy: f32,
+) -> RuleDef {
+    RuleDef {
+        id,
+        keywords,
+        pattern,
+        group,
+        min_entropy,
+        placeholder_check: true,
+        post: Post::None,
+        window: Window::Line,
+    }
+}
+
+/// A rule whose secret may look like a template (`AGE-SECRET-KEY-1QQQ...`).
+const fn raw(mut d: RuleDef) -> RuleDef {
+    d.placeholder_check = false;
+    d
+}
+
+const fn post(mut d: RuleDef, p: Post) -> RuleDef {
+    d.post = p;
+    d
+}
+
+/// Extra checks of a rule's secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Post {
+    None,
+    /// `user:password`: the password is the secret (the user when the
+    /// password is empty); placeholders on either side are not secrets.
+    UserPass,
+    /// The secret must contain a digit.
+    NeedsDigit,
+}
+
+/// The built-in pattern rules. Keyed `name = value` secrets, private-key
+/// blocks and known secret values are scanned by dedicated code
+/// (`keyed.rs`, `pem.rs`, `known.rs`).
+pub(crate) const RULES: &[RuleDef] = &[
+    // --- cloud providers ---
+    r(
+        "aws-access-key-id",
+        &["akia", "asia", "abia", "acca", "a3t"],
+        r"\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "aws-session-token",
+        &["fwogzxivyxdz", "iqojb3jpz2lu"],
+        r"\b((?:FwoGZXIvYXdz|IQoJb3JpZ2lu)[A-Za-z0-9/+=]{80,})",
+        1,
+        0.0,
+    ),
+    raw(r(
+        "aws-bedrock-api-key",
+        &["absk"],
+        r"\b(ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{100,300}={0,2})(?:[^A-Za-z0-9+/=]|$)",
+        1,
+        0.0,
+    )),
+    r(
+        "aws-bedrock-api-key",
+        &["bedrock-api-key-"],
+        r"\b(bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=%&_-]*)",
+        1,
+        0.0,
+    ),
+    r(
+        "gcp-api-key",
+        &["aiza"],
+        r"\b(AIza[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)",
+        1,
+        3.0,
+    ),
+    r(
+        "gcp-oauth-client-secret",
+        &["gocspx-"],
+        r"\b(GOCSPX-[A-Za-z0-9_-]{28})",
+        1,
+        0.0,
+    ),
+    r(
+        "gcp-oauth-access-token",
+        &["ya29."],
+        r"\b(ya29\.[0-9A-Za-z_-]{30,})",
+        1,
+        3.0,
+    ),
+    r(
+        "azure-storage-key",
+        &["accountkey", "sharedaccesskey"],
+        r"(?i)\b(?:AccountKey|SharedAccessKey)\s*=\s*([A-Za-z0-9+/]{20,}={0,2})",
+        1,
+        3.0,
+    ),
+    r(
+        "azure-sas-signature",
+        &["sig="],
+        r"[?&;]sig=([A-Za-z0-9%+/=]{20,})",
+        1,
+        3.0,
+    ),
+    r(
+        "azure-ad-client-secret",
+        &["q~"],
+        r#"(?:^|[\\'"`\s>=:(,)])([a-zA-Z0-9_~.]{3}\dQ~[a-zA-Z0-9_~.-]{31,34})(?:$|[\\'"`\s<),])"#,
+        1,
+        3.0,
+    ),
+    r(
+        "alibaba-access-key-id",
+        &["ltai"],
+        r"\b(LTAI(?i:[a-z0-9]{20}))\b",
+        1,
+        3.0,
+    ),
+    r(
+        "digitalocean-token",
+        &["dop_v1_", "doo_v1_", "dor_v1_"],
+        r"\b(do[opr]_v1_[a-f0-9]{64})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "yandex-access-token",
+        &["t1."],
+        r"\b(t1\.[A-Z0-9a-z_-]+={0,2}\.[A-Z0-9a-z_-]{86}={0,2})",
+        1,
+        3.0,
+    ),
+    r(
+        "yandex-aws-access-token",
+        &["yandex"],
+        r"\b(YC[a-zA-Z0-9_-]{38})\b",
+        1,
+        3.5,
+    ),
+    r(
+        "yandex-api-key",
+        &["aqvn"],
+        r"\b(AQVN[A-Za-z0-9_-]{35,38})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "cloudflare-origin-ca-key",
+        &["v1.0-"],
+        r"\b(v1\.0-[a-f0-9]{24}-[a-f0-9]{146})",
+        1,
+        3.0,
+    ),
+    r(
+        "flyio-access-token",
+        &["fo1_"],
+        r"\b(fo1_[\w-]{43})\b",
+        1,
+        3.5,
+    ),
+    r(
+        "flyio-access-token",
+        &["fm1a_", "fm1r_", "fm2_"],
+        r"\b((?:fm1[ar]|fm2)_[A-Za-z0-9+/=_-]{60,})",
+        1,
+        3.5,
+    ),
+    r(
+        "heroku-api-key",
+        &["hrku-"],
+        r"\b(HRKU-AA[0-9a-zA-Z_-]{58})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "databricks-api-token",
+        &["dapi"],
+        r"\b(dapi[a-f0-9]{32}(?:-\d)?)\b",
+        1,
+        3.0,
+    ),
+    r(
+        "scalingo-api-token",
+        &["tk-us-"],
+        r"\b(tk-us-[\w-]{48})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "vault-token",
+        &["hvs.", "hvb."],
+        r"\b(hv[sb]\.[\w-]{90,400})",
+        1,
+        3.5,
+    ),
+    r(
+        "vault-token",
+        &["vault"],
+        r"(?i)vault[\w.-]{0,30}(?:\s*[=:]\s*|\s+)['`]?(s\.[a-zA-Z0-9]{24})\b",
+        1,
+        3.5,
+    ),
+    // --- source hosting ---
+    r(
+        "github-token",
+        &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        r"\b(gh[pousr]_[A-Za-z0-9]{36,251})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "github-fine-grained-pat",
+        &["github_pat_"],
+        r"\b(github_pat_[A-Za-z0-9_]{50,255})",
+        1,
+        3.0,
+    ),
+    r(
+        "gitlab-token",
+        &[
+            "glpat-", "glptt-", "glrt-", "glcbt-", "gldt-", "glffct-", "glft-", "glimt-",
+            "glagent-", "gloas-", "glsoat-",
+        ],
+        r"\b(gl(?:pat|ptt|rt|cbt|dt|ffct|ft|imt|agent|oas|soat)-[\w.-]{20,})",
+        1,
+        3.0,
+    ),
+    r(
+        "gitlab-runner-registration-token",
+        &["gr1348941"],
+        r"\b(GR1348941[\w-]{20})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "gitlab-session-cookie",
+        &["_gitlab_session="],
+        r"(_gitlab_session=[0-9a-z]{32})",
+        1,
+        3.0,
+    ),
+    r(
+        "bitbucket-app-password",
+        &["atbb"],
+        r"\b(ATBB[A-Za-z0-9_=.-]{28,})",
+        1,
+        3.0,
+    ),
+    r(
+        "sourcegraph-access-token",
+        &["sgp_"],
+        r"\b(sgp_(?:[a-fA-F0-9]{16}|local)_[a-fA-F0-9]{40}|sgp_[a-fA-F0-9]{40})\b",
+        1,
+        3.0,
+    ),
+    // --- chat ---
+    r(
+        "slack-token",
+        &["xoxb-"],
+        r"\b(xoxb-[0-9]{10,13}-[0-9]{10,13}-?[a-zA-Z0-9]*)",
+        1,
+        0.0,
+    ),
+    r(
+        "slack-token",
+        &["xoxb-"],
+        r"\b(xoxb-[0-9]{8,14}-[a-zA-Z0-9]{18,26})",
+        1,
+        0.0,
+    ),
+    r(
+        "slack-token",
+        &["xoxp-", "xoxe-"],
+        r"\b(xox[pe](?:-[0-9]{10,13}){3}-[a-zA-Z0-9-]{28,34})",
+        1,
+        0.0,
+    ),
+    r(
+        "slack-token",
+        &["xoxo-", "xoxs-"],
+        r"\b(xox[os]-\d+-\d+-\d+-[a-fA-F\d]+)",
+        1,
+        0.0,
+    ),
+    r(
+        "slack-token",
+        &["xoxa-", "xoxr-"],
+        r"\b(xox[ar]-(?:\d-)?[0-9a-zA-Z]{8,48})",
+        1,
+        2.5,
+    ),
+    r(
+        "slack-token",
+        &["xapp-"],
+        r"(?i)\b(xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)",
+        1,
+        0.0,
+    ),
+    r(
+        "slack-token",
+        &["xoxe."],
+        r"(?i)\b(xoxe\.xox[bp]-\d-[A-Z0-9]{100,})",
+        1,
+        3.0,
+    ),
+    r(
+        "slack-token",
+        &["xoxe-"],
+        r"(?i)\b(xoxe-\d-[A-Z0-9]{100,})",
+        1,
+        3.0,
+    ),
+    r(
+        "slack-webhook-url",
+        &["hooks.slack.com"],
+        r"((?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{30,})",
+        1,
+        0.0,
+    ),
+    r(
+        "discord-webhook-url",
+        &["discord"],
+        r"(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[\w-]{40,})",
+        1,
+        0.0,
+    ),
+    r(
+        "microsoft-teams-webhook",
+        &["webhook.office.com"],
+        r"(?i)(https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[a-z0-9-]+@[a-z0-9-]+/IncomingWebhook/[a-z0-9]+/[a-z0-9-]+)",
+        1,
+        0.0,
+    ),
+    r(
+        "telegram-bot-token",
+        &["telegr"],
+        r"(?:\b|bot)(\d{5,16}:A[\w-]{34})\b",
+        1,
+        0.0,
+    ),
+    r(
+        "mattermost-access-token",
+        &["mattermost"],
+        r"(?i)mattermost[\w.-]{0,30}[\s'`]*[=:>]{1,3}[\s'`]*([a-z0-9]{26})\b",
+        1,
+        0.0,
+    ),
+    // --- payments, commerce ---
+    r(
+        "stripe-key",
+        &["sk_", "rk_"],
+        r"\b((?:sk|rk)_(?:test|live|prod)_[a-zA-Z0-9]{10,99})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "square-access-token",
+        &["eaaa", "sq0atp-"],
+        r"\b((?:EAAA|sq0atp-)[\w-]{22,60})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "square-oauth-secret",
+        &["sq0csp-"],
+        r"\b(sq0csp-[0-9A-Za-z_-]{43})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "shopify-token",
+        &["shpat_", "shpca_", "shppa_", "shpss_"],
+        r"\b(shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "shippo-api-token",
+        &["shippo_"],
+        r"\b(shippo_(?:live|test)_[a-fA-F0-9]{40})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "flutterwave-key",
+        &["flwpubk_", "flwseck_"],
+        r"\b(FLW(?:PUB|SEC)K_TEST-[a-h0-9]{12,32}(?:-X)?)",
+        1,
+        0.0,
+    ),
+    r(
+        "duffel-api-token",
+        &["duffel_"],
+        r"\b(duffel_(?:test|live)_[a-z0-9_=-]{43})",
+        1,
+        3.0,
+    ),
+    r(
+        "easypost-api-token",
+        &["ezak", "eztk"],
+        r"\b(EZ[AT]K[a-zA-Z0-9]{54})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "coinbase-access-token",
+        &["coinbase"],
+        r"(?i)coinbase[\w.-]{0,30}[\s'`\x22]*[=:>,]{1,4}[\s'`\x22]*([a-z0-9_-]{64})\b",
+        1,
+        3.0,
+    ),
+    // --- AI providers ---
+    r(
+        "openai-api-key",
+        &["t3blbkfj"],
+        r"\b(sk-(?:[a-z]+-)?[A-Za-z0-9_-]{16,}T3BlbkFJ[A-Za-z0-9_-]{16,})",
+        1,
+        3.0,
+    ),
+    r(
+        "openai-api-key",
+        &["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-none-"],
+        r"\b(sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{40,})",
+        1,
+        3.0,
+    ),
+    r(
+        "anthropic-api-key",
+        &["sk-ant-"],
+        r"\b(sk-ant-[a-z]+\d\d-[A-Za-z0-9_-]{20,})",
+        1,
+        0.0,
+    ),
+    r(
+        "huggingface-access-token",
+        &["hf_"],
+        r"\b(hf_[A-Za-z0-9]{34,40})\b",
+        1,
+        3.2,
+    ),
+    r(
+        "huggingface-organization-api-token",
+        &["api_org_"],
+        r"\b(api_org_[A-Za-z]{34})\b",
+        1,
+        3.2,
+    ),
+    r(
+        "perplexity-api-key",
+        &["pplx-"],
+        r"\b(pplx-[a-zA-Z0-9]{48})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "cohere-api-token",
+        &["cohere", "co_api_key"],
+        r"(?i)(?:cohere|co_api_key)[\w.-]{0,20}[\s'`\x22]*[=:>]{1,3}[\s'`\x22]*([a-z0-9]{40})\b",
+        1,
+        3.5,
+    ),
+    // --- package registries ---
+    r(
+        "npm-access-token",
+        &["npm_"],
+        r"\b(npm_[A-Za-z0-9]{36})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "pypi-upload-token",
+        &["pypi-ageichlwas5vcmc"],
+        r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})",
+        1,
+        0.0,
+    ),
+    r(
+        "rubygems-api-token",
+        &["rubygems_"],
+        r"\b(rubygems_[a-f0-9]{48})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "clojars-api-token",
+        &["clojars_"],
+        r"(?i)\b(CLOJARS_[a-z0-9]{60})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "artifactory-api-key",
+        &["akcp"],
+        r"\b(AKCp[A-Za-z0-9]{69})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "artifactory-reference-token",
+        &["cmvmd"],
+        r"\b(cmVmd[A-Za-z0-9]{59})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "nuget-config-password",
+        &["password"],
+        r#"(?i)<add\s+key="(?:cleartext)?password"\s+value="([^"]{4,})""#,
+        1,
+        0.0,
+    ),
+    r(
+        "sidekiq-secret",
+        &["contribsys__com"],
+        r#"(?i)BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM[\x22']?[ \t]*(?:=|:=|:|=>)[ \t]*[\x22']?([a-f0-9]{8}:[a-f0-9]{8})"#,
+        1,
+        0.0,
+    ),
+    // --- SaaS ---
+    r(
+        "1password-secret-key",
+        &["a3-"],
+        r"\b(A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "1password-service-account-token",
+        &["ops_eyj"],
+        r"\b(ops_eyJ[A-Za-z0-9+/]{100,}={0,3})",
+        1,
+        3.0,
+    ),
+    raw(r(
+        "age-secret-key",
+        &["age-secret-key-1"],
+        r"(AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})",
+        1,
+        0.0,
+    )),
+    r(
+        "airtable-personal-access-token",
+        &["airtable"],
+        r"\b(pat[A-Za-z0-9]{14}\.[a-f0-9]{64})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "atlassian-api-token",
+        &["atatt3"],
+        r"\b(ATATT3[A-Za-z0-9_=-]{150,})",
+        1,
+        3.0,
+    ),
+    r(
+        "authress-access-key",
+        &["acc_", "acc-"],
+        r"\b((?:sc|ext|scauth|authress)_[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[a-z0-9+/_=-]{30,120})",
+        1,
+        3.0,
+    ),
+    r(
+        "clickhouse-cloud-api-secret-key",
+        &["4b1d"],
+        r"\b(4b1d[A-Za-z0-9]{38})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "defined-networking-api-token",
+        &["dnkey-"],
+        r"(dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52})",
+        1,
+        0.0,
+    ),
+    r(
+        "doppler-api-token",
+        &["dp.pt."],
+        r"(?i)\b(dp\.pt\.[a-z0-9]{43})",
+        1,
+        3.0,
+    ),
+    r(
+        "dynatrace-api-token",
+        &["dt0c01."],
+        r"(?i)\b(dt0c01\.[a-z0-9]{24}\.[a-z0-9]{64})",
+        1,
+        3.0,
+    ),
+    r(
+        "frameio-api-token",
+        &["fio-u-"],
+        r"(?i)\b(fio-u-[a-z0-9_=-]{64})",
+        1,
+        3.0,
+    ),
+    r(
+        "grafana-api-key",
+        &["eyjrijoi"],
+        r"\b(eyJrIjoi[A-Za-z0-9]{70,400}={0,3})",
+        1,
+        3.0,
+    ),
+    r(
+        "grafana-cloud-api-token",
+        &["glc_"],
+        r"\b(glc_[A-Za-z0-9+/]{32,400}={0,3})",
+        1,
+        3.0,
+    ),
+    r(
+        "grafana-service-account-token",
+        &["glsa_"],
+        r"\b(glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "harness-api-key",
+        &["pat.", "sat."],
+        r"\b((?:pat|sat)\.[a-zA-Z0-9_-]{22}\.[a-zA-Z0-9]{24}\.[a-zA-Z0-9]{20})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "hashicorp-tf-api-token",
+        &["atlasv1"],
+        r"(?i)\b([a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70})",
+        1,
+        3.0,
+    ),
+    r(
+        "intra42-client-secret",
+        &["s-s4t2"],
+        r"\b(s-s4t2(?:ud|af)-[a-f0-9]{64})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "linear-api-key",
+        &["lin_api_"],
+        r"(?i)\b(lin_api_[a-z0-9]{40})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "mailchimp-api-key",
+        &["-us"],
+        r"\b([a-f0-9]{32}-us\d{1,2})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "mailgun-key",
+        &["pubkey-", "key-"],
+        r"\b((?:pub)?key-[a-f0-9]{32})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "mapbox-api-token",
+        &["pk.", "sk."],
+        r"(?i)\b([ps]k\.[a-z0-9]{60}\.[a-z0-9]{22})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "new-relic-key",
+        &["nrak-", "nrjs-", "nrii-"],
+        r"(?i)\b(NRAK-[a-z0-9]{27}|NRJS-[a-f0-9]{19}|NRII-[a-z0-9-]{32})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "notion-api-token",
+        &["ntn_"],
+        r"\b(ntn_[0-9]{11}[A-Za-z0-9]{35})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "octopus-deploy-api-key",
+        &["api-"],
+        r"\b(API-[A-Z0-9]{26})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "openshift-user-token",
+        &["sha256~"],
+        r"\b(sha256~[\w-]{43})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "planetscale-token",
+        &["pscale_"],
+        r"\b(pscale_(?:pw|tkn|oauth)_[\w=.-]{32,64})",
+        1,
+        3.0,
+    ),
+    r(
+        "postman-api-token",
+        &["pmak-"],
+        r"(?i)\b(PMAK-[a-f0-9]{24}-[a-f0-9]{34})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "prefect-api-token",
+        &["pnu_"],
+        r"(?i)\b(pnu_[a-z0-9]{36})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "pulumi-api-token",
+        &["pul-"],
+        r"\b(pul-[a-f0-9]{40})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "readme-api-token",
+        &["rdme_"],
+        r"\b(rdme_[a-z0-9]{70})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "sendgrid-api-token",
+        &["sg."],
+        r"(?i)\b(SG\.[a-z0-9=_.-]{66})",
+        1,
+        3.0,
+    ),
+    r(
+        "sendinblue-api-token",
+        &["xkeysib-"],
+        r"(?i)\b(xkeysib-[a-f0-9]{64}-[a-z0-9]{16})",
+        1,
+        3.0,
+    ),
+    r(
+        "sentry-token",
+        &["sntrys_"],
+        r"\b(sntrys_eyJ[A-Za-z0-9+/=_]{40,})",
+        1,
+        3.0,
+    ),
+    r(
+        "sentry-token",
+        &["sntryu_"],
+        r"\b(sntryu_[a-f0-9]{64})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "settlemint-token",
+        &["sm_aat_", "sm_pat_", "sm_sat_"],
+        r"\b(sm_[aps]at_[a-zA-Z0-9]{16})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "twilio-api-key",
+        &["sk"],
+        r"\b(SK[0-9a-fA-F]{32})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "twitter-bearer-token",
+        &["aaaaaaaaaaaaaaaaaaaaaa"],
+        r"\b(A{22}[a-zA-Z0-9%]{80,120})",
+        1,
+        0.0,
+    ),
+    r(
+        "typeform-api-token",
+        &["tfp_"],
+        r"(?i)\b(tfp_[a-z0-9_.=-]{59})",
+        1,
+        3.0,
+    ),
+    r(
+        "infracost-api-token",
+        &["ico-"],
+        r"\b(ico-[a-zA-Z0-9]{32})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "adobe-client-secret",
+        &["p8e-"],
+        r"(?i)\b(p8e-[a-z0-9]{32})\b",
+        1,
+        3.0,
+    ),
+    r(
+        "facebook-page-access-token",
+        &["eaam", "eaac"],
+        r"\b(EAA[MC][a-zA-Z0-9]{100,})",
+        1,
+        3.0,
+    ),
+    r(
+        "facebook-access-token",
+        &["facebook", "graph.facebook"],
+        r"(?i)\b(\d{15,16}(?:\||%7c)[0-9a-z_-]{27,40})",
+        1,
+        0.0,
+    ),
+    post(
+        r(
+            "sumologic-access-id",
+            &["sumo"],
+            r"(?i)sumo[\w.-]{0,30}[\s'`\x22]*[=:>]{1,3}[\s'`\x22]*(su[a-zA-Z0-9]{12})\b",
+            1,
+            3.0,
+        ),
+        Post::NeedsDigit,
+    ),
+    r(
+        "okta-access-token",
+        &["okta"],
+        r"(?i)okta[\w.-]{0,30}[\s'`\x22]*[=:>]{1,3}[\s'`\x22]*(00[\w=-]{40})",
+        1,
+        3.5,
+    ),
+    // --- web tokens and auth material ---
+    r(
+        "jwt",
+        &["eyj"],
+        r"\b(ey[A-Za-z0-9_-]{15,}\.ey[A-Za-z0-9/\\_-]{15,}\.(?:[A-Za-z0-9/\\_-]{5,}={0,2})?)",
+        1,
+        0.0,
+    ),
+    r(
+        "jwt-base64",
+        &["zxlk"],
+        r"\b(ZXlK[A-Za-z0-9+/]{60,}={0,2})",
+        1,
+        3.0,
+    ),
+    r(
+        "authorization-header",
+        &["authorization"],
+        r#"(?i)\b(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["']?(?:[A-Za-z][\w-]{1,30}\s+)?([^\s"'\\,;]{6,})"#,
+        1,
+        0.0,
+    ),
+    r(
+        "bearer-token",
+        &["bearer"],
+        r#"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{12,})"#,
+        1,
+        2.5,
+    ),
+    r(
+        "cookie-header",
+        &["cookie"],
+        r#"(?i)\b(?:set-)?cookie\s*:\s*([^\r\n"']{8,})"#,
+        1,
+        0.0,
+    ),
+    post(
+        r(
+            "curl-user-password",
+            &["curl", " -u", "--user"],
+            r#"(?:\bcurl\b|\s)(?:-u|--user)(?:\s+|=)["']?([^\s"':]*:[^\s"']*)"#,
+            1,
+            0.0,
+        ),
+        Post::UserPass,
+    ),
+    r(
+        "cli-password-flag",
+        &[
+            "--password",
+            "--passwd",
+            "--token",
+            "--secret",
+            "--api-key",
+            "--apikey",
+            "--client-secret",
+        ],
+        r#"(?i)\s--(?:[a-z]+-)*(?:password|passwd|token|secret|api-?key)\s+["']?([^\s"'-][^\s"']*)"#,
+        1,
+        0.0,
+    ),
+    r(
+        "mysql-password-flag",
+        &["mysql", "mariadb"],
+        r#"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\r\n]*?\s-p([^\s"'-][^\s"']*)"#,
+        1,
+        0.0,
+    ),
+    r(
+        "netrc-password",
+        &["machine"],
+        r#"\bmachine\s+\S+\s+login\s+\S+\s+password\s+(\S+)"#,
+        1,
+        0.0,
+    ),
+    r(
+        "url-password",
+        &["://"],
+        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@"'<>\[\]]*:([^\s@/?#"'<>]{1,256})@"#,
+        1,
+        0.0,
+    ),
+    r(
+        "url-secret-param",
+        &[
+            "sig=",
+            "signature=",
+            "x-amz-",
+            "x-goog-",
+            "token=",
+            "secret=",
+            "key=",
+            "password=",
+            "auth=",
+            "passwd=",
+            "pwd=",
+        ],
+        r#"(?i)[?&;](?:access_token|refresh_token|id_token|token|api_key|apikey|api-key|client_secret|secret|password|passwd|pwd|auth|sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature|x-goog-credential)=([^&\s#"'<>]{6,})"#,
+        1,
+        0.0,
+    ),
+];
+
+/// Rules that are off by default and switched on by the policy's `[redact.pii]`.
+pub(crate) const EMAIL: &str = r"\b([A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24})\b";
+/// E.164 and North-American style phone numbers.
+pub(crate) const PHONE: &str = r"(?:^|[^\w+])(\+[1-9]\d{0,2}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}[ .-]?\d{2,4}[ .-]?\d{2,6}|\(\d{3}\)\s?\d{3}-\d{4})\b";
+/// Dotted-quad IPv4 addresses (checked against the policy's ranges).
+pub(crate) const IPV4: &str =
+    r"\b((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})\b";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles_and_has_keywords() {
+        for d in RULES {
+            assert!(!d.keywords.is_empty(), "{} has no keywords", d.id);
+            regex::bytes::RegexBuilder::new(d.pattern)
+                .unicode(false)
+                .build()
+                .unwrap_or_else(|e| panic!("{}: {e}", d.id));
+            for k in d.keywords {
+                assert_eq!(
+                    k.to_ascii_lowercase(),
+                    *k,
+                    "{}: keyword {k} not lowercase",
+                    d.id
+                );
+            }
+        }
+    }
+}

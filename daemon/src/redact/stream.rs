@@ -1,0 +1,191 @@
+//! Streaming redaction: output that arrives in chunks (exec stdout/stderr)
+//! is scanned with a window carried across chunk boundaries, so a secret
+//! split between two chunks is still seen whole.
+//!
+//! The redactor holds back between one and two windows of what it was
+//! given (default window 4096 bytes), cut at a line boundary where one is near, and never
+//! cuts through a finding or between a secret's name and its value. What
+//! it holds is bounded: at most 16 windows (64 KiB by default) even while a
+//! private-key block is still arriving; past that it emits the block's
+//! marker and swallows the rest of the block as it comes. Callers that
+//! want idle output out promptly call [`StreamRedactor::flush`] when the
+//! producer has been quiet for a while.
+
+use super::{engine::Hit, pem, Redactor, WITHHELD_RULE};
+
+/// Default bytes held back.
+pub(crate) const DEFAULT_WINDOW: usize = 4096;
+/// Held bytes never exceed this many windows.
+const MAX_HOLD_WINDOWS: usize = 16;
+
+/// Redacts a stream of chunks.
+#[derive(Debug)]
+pub struct StreamRedactor {
+    redactor: Redactor,
+    buf: Vec<u8>,
+    window: usize,
+    redactions: u32,
+    /// The last emitted marker covered a private-key block whose END line
+    /// has not arrived: its remaining lines are swallowed.
+    in_block: bool,
+    /// The scanner failed: everything from then on is withheld.
+    failed: bool,
+}
+
+impl StreamRedactor {
+    /// A stream redactor with `redactor`'s rules, marker key and marker
+    /// memory, holding back `settings.stream_window_bytes`.
+    pub fn new(redactor: Redactor) -> Self {
+        let window = redactor.settings().stream_window_bytes.clamp(256, 65536);
+        StreamRedactor {
+            redactor,
+            buf: Vec::new(),
+            window,
+            redactions: 0,
+            in_block: false,
+            failed: false,
+        }
+    }
+
+    /// Feeds a chunk; returns the bytes that are safe to emit now (already
+    /// redacted). At most `16 * window` bytes stay held.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.failed {
+            return Vec::new();
+        }
+        self.buf.extend_from_slice(chunk);
+        self.swallow_block();
+        // scan once per window of new bytes, not once per chunk
+        if self.buf.len() < 2 * self.window {
+            return Vec::new();
+        }
+        self.emit(false)
+    }
+
+    /// Emits everything held, redacted as it stands (a key block without
+    /// its END line is redacted as cut off). For idle producers; a secret
+    /// that is still half-written when this is called may be missed.
+    pub fn flush(&mut self) -> Vec<u8> {
+        if self.failed {
+            return Vec::new();
+        }
+        self.swallow_block();
+        if self.buf.is_empty() {
+            return Vec::new();
+        }
+        self.emit(true)
+    }
+
+    /// Ends the stream; returns the remaining bytes, redacted.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let out = self.flush();
+        self.in_block = false;
+        out
+    }
+
+    /// Secrets replaced so far (a withheld stream counts one).
+    pub fn redactions(&self) -> u32 {
+        self.redactions
+    }
+
+    /// Bytes currently held back.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn swallow_block(&mut self) {
+        if !self.in_block || self.buf.is_empty() {
+            return;
+        }
+        let (len, complete) = pem::continuation(&self.buf);
+        let rest_blank = self.buf[len..].iter().all(|b| b.is_ascii_whitespace() || *b == b'\\');
+        if !complete && rest_blank {
+            self.buf.clear(); // still inside the block
+            return;
+        }
+        self.buf.drain(..len);
+        self.in_block = false;
+    }
+
+    fn emit(&mut self, all: bool) -> Vec<u8> {
+        let hits = match self.redactor.scan(&self.buf) {
+            Ok(h) => h,
+            Err(_) => {
+                // fail closed: withhold what is held and everything after
+                self.failed = true;
+                self.redactions += 1;
+                let m = self.redactor.marker(WITHHELD_RULE, &self.buf);
+                self.buf.clear();
+                return m.into_bytes();
+            }
+        };
+        let len = self.buf.len();
+        let mut cut = if all { len } else { self.cut_point(&hits) };
+        let mut open_tail = false;
+        if !all && cut == 0 && len > self.window * MAX_HOLD_WINDOWS {
+            // held too long: emit up to the window, through any finding
+            // crossing that point; a key block still open is swallowed on
+            cut = len - self.window;
+            for h in &hits {
+                if h.start < cut && h.end > cut {
+                    cut = h.end;
+                    open_tail = h.open_block;
+                }
+            }
+        }
+        if all {
+            open_tail = hits
+                .last()
+                .is_some_and(|h| h.open_block && h.end >= len.saturating_sub(2));
+        }
+        let emit_hits: Vec<Hit> = hits.into_iter().filter(|h| h.end <= cut).collect();
+        let (out, findings) = self.redactor.apply(&self.buf[..cut], &emit_hits);
+        self.redactions = self.redactions.saturating_add(findings.len() as u32);
+        self.buf.drain(..cut);
+        if open_tail {
+            self.in_block = true;
+            self.swallow_block();
+        }
+        out
+    }
+
+    /// Where to cut the held bytes: at most `len - window`, at a line start
+    /// where one is near, never inside a finding or between a name and its
+    /// value, and not right after a line that opens a value on the next
+    /// line (`<nameToken>`, `password:`).
+    fn cut_point(&self, hits: &[Hit]) -> usize {
+        let len = self.buf.len();
+        let mut cut = len - self.window;
+        let lo = cut.saturating_sub(self.window);
+        if let Some(i) = self.buf[lo..cut].iter().rposition(|&b| b == b'\n') {
+            cut = lo + i + 1;
+            // keep a line that announces a value on the next one
+            let prev_line_end = cut - 1;
+            let mut e = prev_line_end;
+            while e > 0 && matches!(self.buf[e - 1], b' ' | b'\t' | b'\r') {
+                e -= 1;
+            }
+            if e > 0 && matches!(self.buf[e - 1], b'>' | b':' | b'|' | b'=' | b',' | b'\\') {
+                let ls = self.buf[..prev_line_end]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                cut = ls;
+            }
+        }
+        loop {
+            let mut moved = false;
+            for h in hits {
+                if h.ctx_start < cut && cut < h.end.max(h.ctx_start + 1)
+                    || (h.start < cut && cut < h.end)
+                {
+                    cut = h.ctx_start.min(h.start);
+                    moved = true;
+                }
+            }
+            if !moved {
+                return cut;
+            }
+        }
+    }
+}

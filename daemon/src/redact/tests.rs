@@ -1,0 +1,246 @@
+use super::*;
+
+fn quiet() -> RedactSettings {
+    RedactSettings {
+        env_secrets: false,
+        ..RedactSettings::default()
+    }
+}
+
+fn red() -> Redactor {
+    Redactor::new(&quiet()).with_key([7u8; 32])
+}
+
+const GH: &str = "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";
+
+#[test]
+fn settings_default_and_partial_sections_parse() {
+    let s: RedactSettings = toml::from_str("").unwrap();
+    assert_eq!(s, RedactSettings::default());
+    let s: RedactSettings =
+        toml::from_str("secret_files = \"deny\"\n[pii]\nemail = true\n").unwrap();
+    assert_eq!(s.secret_files, SecretFileAction::Deny);
+    assert!(s.pii.email && !s.pii.phone);
+    assert!(toml::from_str::<RedactSettings>("bogus = 1").is_err());
+}
+
+#[test]
+fn marker_shape_is_stable_per_key_and_differs_across_keys() {
+    let r = red();
+    let (a, f) = r.redact(&format!("token {GH} end"));
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].rule, "github-token");
+    assert!(
+        a.starts_with("token [REDACTED:github-token:") && a.ends_with("] end"),
+        "{a}"
+    );
+    let (b, _) = r.redact(&format!("again {GH}"));
+    assert!(b.ends_with(&a["token ".len()..a.len() - " end".len()]));
+    let other = Redactor::new(&quiet()).with_key([8u8; 32]);
+    let (c, _) = other.redact(GH);
+    assert!(!a.contains(&c));
+}
+
+#[test]
+fn redaction_is_idempotent_and_markers_never_rematch() {
+    let r = red();
+    let text = format!("password={GH}\nurl=postgres://app:s3cretPw@db/x\nAuthorization: Bearer abcdefghijklmnop123");
+    let (once, f1) = r.redact(&text);
+    assert!(f1.len() >= 3, "{f1:?}");
+    let (twice, f2) = r.redact(&once);
+    assert_eq!(once, twice);
+    assert!(f2.is_empty(), "{f2:?}");
+}
+
+#[test]
+fn restore_round_trip_and_foreign_markers() {
+    let r = red();
+    let text = format!("const T = \"{GH}\";\nDB_PASSWORD=hunter2!673\n");
+    let (red_text, _) = r.redact(&text);
+    assert!(!red_text.contains(GH) && !red_text.contains("hunter2!673"));
+    let edited = red_text.replace("const T", "const TOKEN");
+    let restored = r.restore_markers(&edited).unwrap();
+    assert_eq!(restored, text.replace("const T", "const TOKEN"));
+    // a marker from another session cannot be restored
+    let other = Redactor::new(&quiet());
+    let (foreign, _) = other.redact(GH);
+    match r.restore_markers(&foreign) {
+        Err(RedactError::UnknownMarker { marker }) => assert_eq!(marker, foreign),
+        x => panic!("{x:?}"),
+    }
+    assert!(r.contains_markers(&foreign));
+    assert!(!r.contains_markers("plain text [REDACTED] here"));
+}
+
+#[test]
+fn non_utf8_bytes() {
+    let r = red();
+    let mut data = vec![0xff, 0xfe, b' '];
+    data.extend_from_slice(GH.as_bytes());
+    data.extend_from_slice(&[b' ', 0xc3]);
+    let (out, f) = r.redact_bytes(&data);
+    assert_eq!(f.len(), 1);
+    assert!(out.starts_with(&[0xff, 0xfe, b' ']) && out.ends_with(&[b' ', 0xc3]));
+    assert!(!out.windows(GH.len()).any(|w| w == GH.as_bytes()));
+}
+
+#[test]
+fn known_values_exact_and_encoded() {
+    let secret = "Zq9-known-Value-77";
+    let r = red().with_known_secrets([secret]).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
+    use base64::Engine as _;
+    for t in [
+        format!("x {secret} y"),
+        format!("Authorization: Basic {b64}"),
+        format!("q={}", secret.replace('-', "%2D")).replace("%2D", "-"),
+        format!("{{\"v\": \"{}\"}}", secret),
+    ] {
+        let (out, f) = r.redact(&t);
+        assert!(!f.is_empty(), "{t}");
+        assert!(!out.contains(secret), "{out}");
+    }
+    let (out, _) = r.redact(&format!("blob {b64}"));
+    assert!(!out.contains(&b64[4..20]), "{out}");
+}
+
+#[test]
+fn stream_catches_secret_split_across_chunks() {
+    let r = red();
+    let mut text = String::new();
+    for i in 0..400 {
+        text.push_str(&format!("line {i} compiling crate number {i}\n"));
+    }
+    let pos = text.len() / 2;
+    text.insert_str(pos, &format!("export GITHUB_TOKEN={GH}\n"));
+    let pem_body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDAC4AWkdwKYSd8\n".repeat(30);
+    text.push_str(&format!(
+        "-----BEGIN PRIVATE KEY-----\n{pem_body}-----END PRIVATE KEY-----\ntail\n"
+    ));
+    for chunk in [1usize, 7, 13, 64, 1000, 5000] {
+        let mut s = StreamRedactor::new(r.clone());
+        let mut out = Vec::new();
+        for c in text.as_bytes().chunks(chunk) {
+            out.extend(s.push(c));
+            assert!(s.pending() <= 16 * 4096 + chunk);
+        }
+        out.extend(s.finish());
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains(GH), "chunk {chunk}");
+        assert!(!out.contains("MIIEvQIBADANBgkq"), "chunk {chunk}");
+        assert!(out.ends_with("tail\n"));
+        assert_eq!(s.redactions(), 2, "chunk {chunk}");
+        let whole = r.redact(&text).0;
+        assert_eq!(out, whole, "chunk {chunk}");
+    }
+}
+
+#[test]
+fn stream_output_is_not_held_unboundedly() {
+    let r = red();
+    let mut s = StreamRedactor::new(r);
+    let line = "ok\n".repeat(10_000);
+    let out = s.push(line.as_bytes());
+    assert_eq!(out.len() + s.pending(), line.len());
+    assert!(s.pending() <= 4096 + 3, "{}", s.pending());
+    // an unterminated key block is held at most 16 windows, then redacted and swallowed
+    let mut s = StreamRedactor::new(red());
+    let mut out = s.push(b"-----BEGIN RSA PRIVATE KEY-----\n");
+    let line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDAC4AWkdwKYSd8\n";
+    for _ in 0..2000 {
+        out.extend(s.push(line.as_bytes()));
+        assert!(s.pending() <= 16 * 4096 + line.len());
+    }
+    out.extend(s.push(b"-----END RSA PRIVATE KEY-----\nafter\n"));
+    out.extend(s.finish());
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        !out.contains("MIIEvQIBAD"),
+        "{}",
+        &out[..200.min(out.len())]
+    );
+    assert!(out.ends_with("after\n"), "{out}");
+}
+
+#[test]
+fn secret_files_by_path() {
+    let r = red();
+    for p in [
+        ".env",
+        ".env.local",
+        "certs/server.pem",
+        "home/u/.ssh/id_ed25519",
+        "x/.aws/credentials",
+        ".npmrc",
+        ".git-credentials",
+    ] {
+        assert_eq!(
+            r.secret_file(Path::new(p)),
+            Some(SecretFileAction::Redact),
+            "{p}"
+        );
+    }
+    for p in [".env.example", "id_ed25519.pub", "src/main.rs", "README.md"] {
+        assert_eq!(r.secret_file(Path::new(p)), None, "{p}");
+    }
+    let (out, f) = r.redact_file(Path::new(".env"), b"A=1\nB=2\n").unwrap();
+    assert_eq!(f.len(), 1);
+    assert!(String::from_utf8(out)
+        .unwrap()
+        .starts_with("[REDACTED:secret-file:"));
+    let deny = Redactor::new(&RedactSettings {
+        secret_files: SecretFileAction::Deny,
+        ..quiet()
+    });
+    assert!(matches!(
+        deny.redact_file(Path::new("id_rsa"), b"x"),
+        Err(RedactError::SecretFile { .. })
+    ));
+}
+
+#[test]
+fn pii_only_when_enabled() {
+    let text =
+        "mail bob@corp.example.com from 10.1.2.3 on build.corp.example.com, call +1 415 555 0100";
+    let (out, f) = red().redact(text);
+    assert_eq!(out, text);
+    assert!(f.is_empty());
+    let s = RedactSettings {
+        pii: PiiSettings {
+            email: true,
+            phone: true,
+            internal_domains: vec!["corp.example.com".into()],
+            private_ips: vec!["10.0.0.0/8".into()],
+        },
+        ..quiet()
+    };
+    let (out, _) = Redactor::new(&s).redact(text);
+    for gone in ["bob@corp", "10.1.2.3", "build.corp.example.com", "555 0100"] {
+        assert!(!out.contains(gone), "{gone}: {out}");
+    }
+    let bad = RedactSettings {
+        pii: PiiSettings {
+            private_ips: vec!["10.0.0.0/99".into()],
+            ..Default::default()
+        },
+        ..quiet()
+    };
+    assert!(matches!(
+        Redactor::try_new(&bad),
+        Err(RedactError::Settings(_))
+    ));
+    // invalid settings fail closed: everything is withheld
+    let (out, f) = Redactor::new(&bad).redact("harmless");
+    assert!(out.starts_with("[REDACTED:withheld:"));
+    assert_eq!(f[0].rule, WITHHELD_RULE);
+}
+
+#[test]
+fn env_secrets_are_known() {
+    // SAFETY-free: set_var is fine in a single test; name is unique to it
+    std::env::set_var("WARDEN_REDACT_TEST_API_TOKEN", "plainLookingValue2024");
+    let r = Redactor::new(&RedactSettings::default());
+    let (out, _) = r.redact("echo plainLookingValue2024 done");
+    assert!(!out.contains("plainLookingValue2024"), "{out}");
+    std::env::remove_var("WARDEN_REDACT_TEST_API_TOKEN");
+}
