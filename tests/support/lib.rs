@@ -278,3 +278,97 @@ pub async fn session(client: &Client, ws: &Path, policy: &str) -> String {
         .expect("create session")
         .id
 }
+
+/// One request seen by [`MockHttp`].
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl SeenRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// A scripted HTTP/1.1 server on loopback: answers each request with the
+/// next (status, extra headers, body) and records what it saw. After the
+/// script runs out it answers 500.
+pub struct MockHttp {
+    pub addr: std::net::SocketAddr,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+}
+
+impl MockHttp {
+    pub fn start(script: Vec<(u16, Vec<(String, String)>, String)>) -> MockHttp {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        std::thread::spawn(move || {
+            let mut script = script.into_iter();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    continue;
+                }
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or_default().to_string();
+                let path = parts.next().unwrap_or_default().to_string();
+                let mut headers = vec![];
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    let h = h.trim_end();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':') {
+                        if k.eq_ignore_ascii_case("content-length") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                        headers.push((k.trim().to_string(), v.trim().to_string()));
+                    }
+                }
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).unwrap();
+                seen2.lock().unwrap().push(SeenRequest {
+                    method,
+                    path,
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                });
+                let (status, extra, body) = script.next().unwrap_or((
+                    500,
+                    vec![],
+                    "{\"error\": \"script exhausted\"}".into(),
+                ));
+                let mut resp = format!("HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+                for (k, v) in extra {
+                    resp.push_str(&format!("{k}: {v}\r\n"));
+                }
+                resp.push_str("\r\n");
+                resp.push_str(&body);
+                let _ = stream.write_all(resp.as_bytes());
+            }
+        });
+        MockHttp { addr, seen }
+    }
+
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}

@@ -45,6 +45,8 @@ pub struct RunConfig {
     pub max_wall: Duration,
     /// Most bytes of one tool result given to the model.
     pub tool_budget_bytes: usize,
+    /// Context window in tokens; `None` uses the provider's.
+    pub context_window: Option<usize>,
 }
 
 impl Default for RunConfig {
@@ -56,6 +58,7 @@ impl Default for RunConfig {
             max_cost_micros: 0,
             max_wall: Duration::from_secs(3600),
             tool_budget_bytes: 16 * 1024,
+            context_window: None,
         }
     }
 }
@@ -162,6 +165,7 @@ pub enum AgentEvent {
         text: String,
     },
     RunFinished {
+        #[serde(flatten)]
         outcome: RunOutcome,
         steps: u32,
         input_tokens: u64,
@@ -311,7 +315,12 @@ impl Agent<'_> {
                     self.config.max_wall.as_secs()
                 ));
             };
-            for d in context::fit(&mut history, self.provider.context_window()) {
+            for d in context::fit(
+                &mut history,
+                self.config
+                    .context_window
+                    .unwrap_or_else(|| self.provider.context_window()),
+            ) {
                 obs.event(&self.run_id, &AgentEvent::Degraded(d.clone()));
                 report.degraded.push(d);
             }

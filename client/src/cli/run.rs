@@ -52,6 +52,11 @@ pub struct RunArgs {
     /// Wall clock for the whole run, seconds.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub max_time: u64,
+    /// The model's context window in tokens [default: the provider's]; the
+    /// history is degraded (old tool outputs shortened, then summarised)
+    /// past 75% of it.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1000..=10_000_000))]
+    pub context_window: Option<u64>,
     /// How approval requests are answered [default: prompt on a terminal, else no].
     #[arg(long, value_enum)]
     pub approve: Option<ApproveMode>,
@@ -364,6 +369,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> i32 {
         max_tokens: args.max_tokens,
         max_cost_micros: (args.max_cost.max(0.0) * 1e6) as u64,
         max_wall: Duration::from_secs(args.max_time),
+        context_window: args.context_window.map(|w| w as usize),
         ..Default::default()
     };
     let mut progress = Progress::new(args.json);

@@ -98,7 +98,9 @@ impl StreamRedactor {
             return;
         }
         let (len, complete) = pem::continuation(&self.buf);
-        let rest_blank = self.buf[len..].iter().all(|b| b.is_ascii_whitespace() || *b == b'\\');
+        let rest_blank = self.buf[len..]
+            .iter()
+            .all(|b| b.is_ascii_whitespace() || *b == b'\\');
         if !complete && rest_blank {
             self.buf.clear(); // still inside the block
             return;
