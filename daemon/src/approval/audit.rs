@@ -177,6 +177,9 @@ pub enum BreakKind {
     HeadMismatch,
     /// The head file is missing or unreadable while records exist.
     HeadMissing,
+    /// A head kept elsewhere (a checkpoint) names a record the chain does
+    /// not have (the chain was rewritten).
+    AnchorMismatch,
 }
 
 /// The result of [`AuditLog::verify`].
@@ -518,10 +521,63 @@ impl AuditLog {
     /// Recomputes the whole chain and compares its end with the head file.
     /// Names the first broken record; see [`VerifyReport`].
     pub fn verify(&self) -> Result<VerifyReport, AuditError> {
+        self.verify_with_anchors(&[])
+    }
+
+    /// Like [`AuditLog::verify`], then checks `anchors`: heads recorded
+    /// elsewhere (each checkpoint keeps the head of its time). Every anchor
+    /// must name a record of the chain with that hash; one past the end
+    /// means a cut-off tail, one with another hash a rewritten chain
+    /// ([`BreakKind::AnchorMismatch`]), even when the head file was
+    /// rewritten too. Anchors with seq 0 are ignored.
+    pub fn verify_with_anchors(&self, anchors: &[Head]) -> Result<VerifyReport, AuditError> {
         // Hold the head lock so no append lands between the table scan and
         // the head-file read.
         let _g = self.inner.head.lock().unwrap_or_else(|p| p.into_inner());
-        verify_chain(&self.inner.db, &self.inner.head_path)
+        let report = verify_chain(&self.inner.db, &self.inner.head_path)?;
+        if !report.ok {
+            return Ok(report);
+        }
+        let conn = self.inner.db.lock();
+        let last: i64 = conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit_log", [], |r| {
+            r.get(0)
+        })?;
+        let mut sorted: Vec<&Head> = anchors.iter().filter(|a| a.seq > 0).collect();
+        sorted.sort_by_key(|a| a.seq);
+        for a in sorted {
+            if a.seq > last as u64 {
+                return Ok(broken(
+                    report.records,
+                    last as u64 + 1,
+                    BreakKind::Truncated,
+                    format!(
+                        "the log ends at record {last} but a checkpoint names record {}: records {}..={} were cut off",
+                        a.seq,
+                        last + 1,
+                        a.seq
+                    ),
+                ));
+            }
+            let hash: Option<String> = conn
+                .query_row(
+                    "SELECT hash FROM audit_log WHERE seq = ?1",
+                    [a.seq as i64],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if hash.as_deref() != Some(a.hash.as_str()) {
+                return Ok(broken(
+                    report.records,
+                    a.seq,
+                    BreakKind::AnchorMismatch,
+                    format!(
+                        "record {} is not the record a checkpoint names (chain rewritten)",
+                        a.seq
+                    ),
+                ));
+            }
+        }
+        Ok(report)
     }
 }
 
@@ -929,6 +985,54 @@ mod tests {
         assert_eq!(
             (r.ok, r.first_broken_seq, r.kind),
             (false, 3, Some(BreakKind::HeadMismatch))
+        );
+    }
+
+    #[test]
+    fn a_rewritten_chain_is_caught_by_a_checkpoint_anchor() {
+        let (dir, db, log) = setup();
+        add(&log, 4);
+        let anchor = log.head();
+        assert!(log.verify_with_anchors(&[anchor.clone()]).unwrap().ok);
+        // Rewrite record 3 and re-chain 3..4, then rewrite the head file:
+        // only the anchor still knows the old record 4.
+        let mut recs = log.list(None, 0, 10).unwrap();
+        recs[2].detail_json = r#"{"command":"nothing to see"}"#.into();
+        for i in 2..4 {
+            recs[i].prev_hash = recs[i - 1].hash.clone();
+            recs[i].hash = recs[i].compute_hash();
+            tamper(
+                &db,
+                &format!(
+                    "UPDATE audit_log SET detail_json = '{}', prev_hash = '{}', hash = '{}' WHERE seq = {}",
+                    recs[i].detail_json, recs[i].prev_hash, recs[i].hash, recs[i].seq
+                ),
+            );
+        }
+        write_head(
+            &dir.path().join(HEAD_FILE),
+            &Head {
+                seq: 4,
+                hash: recs[3].hash.clone(),
+            },
+        )
+        .unwrap();
+        assert!(log.verify().unwrap().ok, "self-consistent without anchors");
+        let r = log.verify_with_anchors(&[anchor.clone()]).unwrap();
+        assert_eq!(
+            (r.ok, r.first_broken_seq, r.kind),
+            (false, 4, Some(BreakKind::AnchorMismatch))
+        );
+        // An anchor past the end: a cut-off tail.
+        let r = log
+            .verify_with_anchors(&[Head {
+                seq: 9,
+                hash: anchor.hash,
+            }])
+            .unwrap();
+        assert_eq!(
+            (r.first_broken_seq, r.kind),
+            (5, Some(BreakKind::Truncated))
         );
     }
 
