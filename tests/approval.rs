@@ -325,7 +325,6 @@ fn an_expired_request_cannot_be_granted() {
 }
 
 #[test]
-#[ignore = "needs the policy classifier's parts (issue: policy); un-ignore when it lands"]
 fn a_session_grant_never_covers_a_shell_or_a_longer_compound() {
     let d = Daemon::start();
     let ws = workspace();
