@@ -621,6 +621,15 @@ fn file_tools_ask_with_the_diff_and_a_grant_covers_exactly_those_bytes() {
             .unwrap_err();
         assert_eq!(st.code(), tonic::Code::InvalidArgument);
         let recs = audit(&c, &sid).await;
+        let change = recs
+            .iter()
+            .find(|r| r.action == "file_change")
+            .expect("the write recorded");
+        assert!(
+            change.detail_json.contains("\"path\":\"f.txt\""),
+            "{}",
+            change.detail_json
+        );
         let reject = recs
             .iter()
             .find(|r| r.action == "reject")

@@ -56,6 +56,8 @@ pub mod actions {
     pub const EXEC_START: &str = "exec_start";
     /// A command ended (exit code, signal, duration).
     pub const EXEC_END: &str = "exec_end";
+    /// A file tool changed files (paths, kinds, hashes before and after).
+    pub const FILE_CHANGE: &str = "file_change";
     /// Files or conversation were rolled back to a checkpoint.
     pub const ROLLBACK: &str = "rollback";
     /// The daemon's policy was reloaded.

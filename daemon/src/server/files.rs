@@ -153,6 +153,8 @@ impl Files for FilesService {
                     .write_file(&r.path, &r.content, base, mode)
                     .map_err(ws_status)?;
                 tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "write_file");
+                mgr.audit_file_change(peer, &call, std::slice::from_ref(&c))
+                    .map_err(status)?;
                 Ok(pb::WriteFileResponse {
                     hash: c.new_hash.clone(),
                     size_bytes: r.content.len() as u64,
@@ -205,6 +207,7 @@ impl Files for FilesService {
                 for c in &changes {
                     tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "apply_patch");
                 }
+                mgr.audit_file_change(peer, &call, &changes).map_err(status)?;
                 Ok(pb::ApplyPatchResponse {
                     changes: changes.iter().map(change_to_proto).collect(),
                     pre_checkpoint_id: String::new(),

@@ -360,6 +360,43 @@ pub struct FileToolCall<'a> {
 }
 
 impl SessionManager {
+    /// Records what a file tool call changed (`file_change`, layer daemon):
+    /// path, kind and content hashes before and after, per file.
+    ///
+    /// Errors: Internal when the audit log cannot be written (the change
+    /// is made; the caller reports the failure).
+    pub fn audit_file_change(
+        &self,
+        peer: Peer,
+        call: &FileToolCall<'_>,
+        changes: &[crate::workspace::FileChange],
+    ) -> Result<(), SessionError> {
+        let changes: Vec<serde_json::Value> = changes
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "path": c.path,
+                    "kind": c.kind.as_str(),
+                    "old_hash": c.old_hash,
+                    "new_hash": c.new_hash,
+                    "from_path": c.from_path,
+                })
+            })
+            .collect();
+        self.audit()
+            .append(NewRecord {
+                session_id: call.session_id,
+                run_id: call.run_id,
+                step_id: call.step_id,
+                actor: &Actor::Peer(peer.uid),
+                action: actions::FILE_CHANGE,
+                detail: serde_json::json!({"tool": call.tool, "changes": changes}),
+                layer: Layer::Daemon,
+            })
+            .map(|_| ())
+            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
+    }
+
     /// The policy and user layers of a write-tier file tool call. Unary
     /// calls cannot wait for an answer: on ask the request is raised (with
     /// the diff as its preview) and the call fails with PermissionDenied
