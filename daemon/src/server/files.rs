@@ -11,6 +11,7 @@ use tonic::{Request, Response, Status};
 use super::{peer, status};
 use crate::proto::v1::{self as pb, files_server::Files};
 use crate::redact::Redactor;
+use crate::session::journal::{declare_file_tool, CallKey};
 use crate::session::{FileToolCall, Session, SessionManager};
 use crate::workspace::{FileChange, Limits, Workspace, WorkspaceError};
 
@@ -146,12 +147,19 @@ impl Files for FilesService {
                     step_id: &r.step_id,
                     tool_call_id: &r.tool_call_id,
                 };
-                mgr.gate_file_tool(peer, s, &call).map_err(status)?;
+                let key = CallKey::of(&r.run_id, &r.tool_call_id);
+                let args = serde_json::json!({"path": r.path, "content_hash": call.content_hash, "base_hash": r.base_hash});
+                journal_plan(&mgr, &key, s, &r.step_id, "write_file", &args)?;
+                if let Err(e) = mgr.gate_file_tool(peer, s, &call) {
+                    journal_end(&mgr, &key, false, serde_json::json!({"refused": e.to_string()}))?;
+                    return Err(status(e));
+                }
                 let base = (!r.base_hash.is_empty()).then_some(r.base_hash.as_str());
                 let mode = (r.mode != 0).then_some(r.mode);
-                let c = ws
-                    .write_file(&r.path, &r.content, base, mode)
-                    .map_err(ws_status)?;
+                journal_begin(&mgr, &key)?;
+                let c = ws.write_file(&r.path, &r.content, base, mode);
+                let c = journal_outcome(&mgr, &key, c.as_ref().map(std::slice::from_ref))
+                    .and(c.map_err(ws_status))?;
                 tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "write_file");
                 mgr.audit_file_change(peer, &call, std::slice::from_ref(&c))
                     .map_err(status)?;
@@ -202,8 +210,17 @@ impl Files for FilesService {
                     step_id: &r.step_id,
                     tool_call_id: &r.tool_call_id,
                 };
-                mgr.gate_file_tool(peer, s, &call).map_err(status)?;
-                let changes = ws.apply_patch(&r.patch).map_err(ws_status)?;
+                let key = CallKey::of(&r.run_id, &r.tool_call_id);
+                let args = serde_json::json!({"patch_hash": call.content_hash, "paths": call.paths});
+                journal_plan(&mgr, &key, s, &r.step_id, "apply_patch", &args)?;
+                if let Err(e) = mgr.gate_file_tool(peer, s, &call) {
+                    journal_end(&mgr, &key, false, serde_json::json!({"refused": e.to_string()}))?;
+                    return Err(status(e));
+                }
+                journal_begin(&mgr, &key)?;
+                let changes = ws.apply_patch(&r.patch);
+                let changes = journal_outcome(&mgr, &key, changes.as_deref())
+                    .and(changes.map_err(ws_status))?;
                 for c in &changes {
                     tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "apply_patch");
                 }
@@ -286,4 +303,68 @@ impl Files for FilesService {
             .await?;
         Ok(Response::new(resp))
     }
+}
+
+// The step journal around file-tool writes (issue 10): `planned` before the
+// gate, `started` before the write, `completed`/`failed` after. Calls without
+// run and tool call ids are not journaled.
+
+fn journal_plan(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    s: &Session,
+    step_id: &str,
+    tool: &str,
+    args: &serde_json::Value,
+) -> Result<(), Status> {
+    match key {
+        Some(k) => mgr
+            .journal_plan(
+                k,
+                &s.id,
+                step_id,
+                tool,
+                &args.to_string(),
+                "write",
+                &declare_file_tool(tool),
+            )
+            .map_err(status),
+        None => Ok(()),
+    }
+}
+
+fn journal_begin(mgr: &SessionManager, key: &Option<CallKey>) -> Result<(), Status> {
+    match key {
+        Some(k) => mgr.journal_start(k, None).map_err(status),
+        None => Ok(()),
+    }
+}
+
+fn journal_end(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    ok: bool,
+    result: serde_json::Value,
+) -> Result<(), Status> {
+    match key {
+        Some(k) => mgr.journal_finish(k, ok, &result, None).map_err(status),
+        None => Ok(()),
+    }
+}
+
+fn journal_outcome(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    r: Result<&[FileChange], &WorkspaceError>,
+) -> Result<(), Status> {
+    let (ok, v) = match r {
+        Ok(changes) => (
+            true,
+            serde_json::json!({"changes": changes.iter().map(|c| serde_json::json!({
+                "path": c.path, "kind": c.kind.as_str(), "old_hash": c.old_hash, "new_hash": c.new_hash,
+            })).collect::<Vec<_>>()}),
+        ),
+        Err(e) => (false, serde_json::json!({"error": e.to_string()})),
+    };
+    journal_end(mgr, key, ok, v)
 }

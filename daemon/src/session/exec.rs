@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
+use super::journal::{self, CallKey};
 use super::{Peer, Session, SessionError, SessionManager};
 use crate::policy::{Classification, ClassifyContext};
 use crate::redact::{Redactor, StreamRedactor};
@@ -65,6 +66,10 @@ pub struct ExitSummary {
     pub pre_checkpoint_id: Option<String>,
     pub post_checkpoint_id: Option<String>,
     pub approval_request_id: Option<String>,
+    /// The first [`JOURNAL_OUTPUT_BYTES`] of each stream as sent (redacted),
+    /// for the step journal; not part of the Exit event.
+    pub stdout_head: Vec<u8>,
+    pub stderr_head: Vec<u8>,
 }
 
 /// Events of one Exec call, in stream order.
@@ -212,6 +217,26 @@ impl SessionManager {
         };
         let classification = session.policy.classify(&p.command, &ctx);
         let profile = Profile::for_tier(classification.tier).unwrap_or(Profile::Write);
+        // The step journal: `planned` before anything runs; a tool call id
+        // already journaled in this run is refused (never executed twice).
+        let call = CallKey::of(&p.run_id, &p.tool_call_id);
+        if let Some(k) = &call {
+            let decl = journal::declare_exec(
+                classification.tier,
+                session.policy.is_idempotent(&p.command, &ctx),
+            );
+            let args =
+                serde_json::json!({"command": p.command, "cwd": p.cwd, "timeout_ms": p.timeout_ms});
+            self.journal_plan(
+                k,
+                &session.id,
+                &p.step_id,
+                "shell",
+                &args.to_string(),
+                classification.tier.as_str(),
+                &decl,
+            )?;
+        }
         let _ = tx
             .send(ExecEvent::Decision {
                 classification: classification.clone(),
@@ -233,6 +258,14 @@ impl SessionManager {
         {
             super::approve::ExecGate::Run { approval_id } => approval_id,
             super::approve::ExecGate::Refuse(exit) => {
+                if let Some(k) = &call {
+                    self.journal_finish(
+                        k,
+                        false,
+                        &serde_json::json!({"refused": exit.refusal}),
+                        None,
+                    )?;
+                }
                 let _ = tx.send(ExecEvent::Exit(exit)).await;
                 return Ok(());
             }
@@ -255,6 +288,9 @@ impl SessionManager {
                 "timeout_ms": timeout_ms,
             }),
         )?;
+        if let Some(k) = &call {
+            self.journal_start(k, None)?;
+        }
         let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
             .await;
@@ -271,6 +307,13 @@ impl SessionManager {
             Err(e) => serde_json::json!({"error": e.to_string()}),
         };
         let end = self.audit_exec(peer, &session, &p, crate::approval::actions::EXEC_END, end);
+        if let Some(k) = &call {
+            let (ok, result) = match &result {
+                Ok(s) => (true, journal_result(s)),
+                Err(e) => (false, serde_json::json!({"error": e.to_string()})),
+            };
+            self.journal_finish(k, ok, &result, None)?;
+        }
         let mut summary = result?;
         end?;
         summary.approval_request_id = approval_id;
@@ -366,9 +409,26 @@ impl SessionManager {
             stdout_dropped: out.dropped,
             stderr_dropped: err.dropped,
             redactions: out.redactions + err.redactions,
+            stdout_head: out.head,
+            stderr_head: err.head,
             ..Default::default()
         })
     }
+}
+
+/// The result of an exec as kept in the step journal: how it ended and the
+/// first [`JOURNAL_OUTPUT_BYTES`] of each (redacted) stream.
+pub fn journal_result(s: &ExitSummary) -> serde_json::Value {
+    serde_json::json!({
+        "code": s.code,
+        "signal": s.signal,
+        "timed_out": s.timed_out,
+        "duration_ms": s.duration_ms,
+        "stdout": String::from_utf8_lossy(&s.stdout_head),
+        "stderr": String::from_utf8_lossy(&s.stderr_head),
+        "stdout_dropped_bytes": s.stdout_dropped,
+        "stderr_dropped_bytes": s.stderr_dropped,
+    })
 }
 
 fn resolve_cwd(root: &Path, rel: &Path) -> Result<PathBuf, SessionError> {
@@ -395,10 +455,21 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SessionError> {
         .map_err(|e| SessionError::Internal(format!("pipe2: {e}")))
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct PumpResult {
     dropped: u64,
     redactions: u32,
+    /// The first [`JOURNAL_OUTPUT_BYTES`] of what was sent (redacted), kept
+    /// for the step journal.
+    head: Vec<u8>,
+}
+
+/// Bytes of each output stream kept in the step journal's result.
+pub const JOURNAL_OUTPUT_BYTES: usize = 16 * 1024;
+
+fn keep_head(head: &mut Vec<u8>, bytes: &[u8]) {
+    let room = JOURNAL_OUTPUT_BYTES.saturating_sub(head.len());
+    head.extend_from_slice(&bytes[..bytes.len().min(room)]);
 }
 
 /// Reads one output stream, enforcing the cap (counted on raw bytes) and
@@ -429,6 +500,7 @@ async fn pump(
         res.dropped += (n - take) as u64;
         if take > 0 {
             let out = redactor.push(&buf[..take]);
+            keep_head(&mut res.head, &out);
             if !out.is_empty() && tx.send(wrap(out)).await.is_err() {
                 return res;
             }
@@ -444,6 +516,7 @@ async fn pump(
             .as_bytes(),
         );
     }
+    keep_head(&mut res.head, &tail);
     if !tail.is_empty() {
         let _ = tx.send(wrap(tail)).await;
     }
@@ -456,14 +529,15 @@ async fn drain(
     err: tokio::task::JoinHandle<PumpResult>,
 ) -> (PumpResult, PumpResult) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(DRAIN_GRACE_MS);
-    let mut results = [PumpResult::default(); 2];
+    let mut results = [PumpResult::default(), PumpResult::default()];
     for (i, mut h) in [out, err].into_iter().enumerate() {
         match tokio::time::timeout_at(deadline, &mut h).await {
             Ok(Ok(r)) => results[i] = r,
             _ => h.abort(),
         }
     }
-    (results[0], results[1])
+    let [a, b] = results;
+    (a, b)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 mod approve;
 pub mod exec;
+pub mod journal;
 
 pub use approve::FileToolCall;
 pub mod runs;

@@ -73,8 +73,11 @@ CREATE INDEX runs_session ON runs(session_id);
 };
 
 /// Every module's migrations, applied in this order.
-pub const ALL_MIGRATIONS: &[&Migrations] =
-    &[&SESSION_MIGRATIONS, &crate::approval::APPROVAL_MIGRATIONS];
+pub const ALL_MIGRATIONS: &[&Migrations] = &[
+    &SESSION_MIGRATIONS,
+    &crate::approval::APPROVAL_MIGRATIONS,
+    &crate::session::journal::JOURNAL_MIGRATIONS,
+];
 
 /// A handle on the state database. Cheap to clone; one connection behind a
 /// mutex (SQLite serializes writers anyway; reads are short).
