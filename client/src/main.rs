@@ -33,6 +33,8 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Run the scripted demo: fix a bug in a sample repository, in the sandbox.
     Demo(cli::demo::DemoArgs),
+    /// Report which sandbox mechanisms work here; `--attacks` runs an escape battery.
+    Doctor(cli::doctor::DoctorArgs),
 }
 
 fn main() {
@@ -41,6 +43,7 @@ fn main() {
     // spawn helper before any thread exists) run here.
     let code = match cli.command {
         Command::Daemon(args) => cli::daemon::run(args),
+        Command::Doctor(args) => cli::doctor::run(args),
         command => {
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -67,6 +70,8 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Run(args) => cli::run::run(args, &global).await,
         Command::Demo(args) => cli::demo::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
-        Command::Daemon(_) => unreachable!("handled before the runtime starts"),
+        Command::Daemon(_) | Command::Doctor(_) => {
+            unreachable!("handled before the runtime starts")
+        }
     }
 }

@@ -5,6 +5,7 @@ pub mod approve;
 pub mod audit;
 pub mod daemon;
 pub mod demo;
+pub mod doctor;
 pub mod exec;
 pub mod fs;
 pub mod run;

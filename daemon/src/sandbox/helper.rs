@@ -12,9 +12,7 @@ use std::path::PathBuf;
 use seccompiler::BpfProgram;
 
 use super::child::{self, ChildIo};
-use super::mounts::{
-    self, MountAttr, MOUNT_ATTR_IDMAP, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
-};
+use super::mounts;
 use super::plan::{HostFacts, Plan, SANDBOX_ID};
 use super::protocol::{self, FromHelper, ToHelper, WireError, WireRequest};
 
@@ -420,53 +418,12 @@ impl Helper {
                 c
             }
         };
-        let path = std::ffi::CString::new(plan.workspace.as_os_str().as_encoded_bytes())
-            .map_err(|_| setup_err("idmap", "NUL in workspace path"))?;
-        // SAFETY: open_tree(2) with a valid path.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_open_tree,
-                libc::AT_FDCWD,
-                path.as_ptr(),
-                (1u32 /* OPEN_TREE_CLONE */ | libc::O_CLOEXEC as u32) as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return Err(setup_err(
-                "idmap",
-                format!(
-                    "open_tree {}: {}",
-                    plan.workspace.display(),
-                    std::io::Error::last_os_error()
-                ),
-            ));
-        }
-        // SAFETY: fresh fd.
-        let mnt = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        let mut set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-        if plan.ws_readonly {
-            set |= MOUNT_ATTR_RDONLY;
-        }
-        let attr = MountAttr {
-            attr_set: set,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: userns.as_raw_fd() as u64,
-        };
-        mounts::mount_setattr(
-            mnt.as_raw_fd(),
-            &std::ffi::CString::new("").unwrap(),
-            libc::AT_EMPTY_PATH as libc::c_uint,
-            &attr,
-        )
-        .map_err(|e| {
+        mounts::idmapped_clone(&plan.workspace, &userns, plan.ws_readonly).map_err(|e| {
             WireError::Refused(format!(
-                "workspace {} cannot be idmapped on this filesystem ({e}); \
-                 a root daemon needs an idmappable workspace",
+                "workspace {} cannot be idmapped ({e}); a root daemon needs an idmappable workspace",
                 plan.workspace.display()
             ))
-        })?;
-        Ok(mnt)
+        })
     }
 }
 

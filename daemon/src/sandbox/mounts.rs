@@ -510,3 +510,48 @@ pub(crate) fn protect(workspace: &Path, rels: &[PathBuf]) -> Result<(), Fail> {
     }
     Ok(())
 }
+
+/// A detached clone of the mount at `path` (open_tree(2) `OPEN_TREE_CLONE`),
+/// idmapped through `userns` (mount_setattr(2) `MOUNT_ATTR_IDMAP`), nosuid,
+/// nodev, and read-only when `readonly`. Needs `CAP_SYS_ADMIN` over the
+/// filesystem; fails (`EINVAL`, `EPERM`, `EOPNOTSUPP`) on filesystems that
+/// cannot be idmapped.
+pub(crate) fn idmapped_clone(
+    path: &Path,
+    userns: &OwnedFd,
+    readonly: bool,
+) -> Result<OwnedFd, String> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "NUL in path".to_string())?;
+    // SAFETY: open_tree(2) with a valid path.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            (1u32 /* OPEN_TREE_CLONE */ | libc::O_CLOEXEC as u32) as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(format!("open_tree: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fresh fd.
+    let mnt = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let mut set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if readonly {
+        set |= MOUNT_ATTR_RDONLY;
+    }
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    mount_setattr(
+        mnt.as_raw_fd(),
+        &CString::new("").unwrap(),
+        libc::AT_EMPTY_PATH as libc::c_uint,
+        &attr,
+    )
+    .map_err(|e| format!("mount_setattr(MOUNT_ATTR_IDMAP): {e}"))?;
+    Ok(mnt)
+}
