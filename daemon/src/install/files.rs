@@ -181,15 +181,19 @@ impl Reader<'_> {
         }
     }
 
-    fn package_json(&mut self, rel: &str) {
-        let Some(text) = self.read(rel) else { return };
-        let v: serde_json::Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
+    fn json(&mut self, rel: &str) -> Option<serde_json::Value> {
+        let text = self.read(rel)?;
+        match serde_json::from_str(&text) {
+            Ok(v) => Some(v),
             Err(e) => {
                 self.warnings.push(format!("{rel}: not JSON: {e}"));
-                return;
+                None
             }
-        };
+        }
+    }
+
+    fn package_json(&mut self, rel: &str) {
+        let Some(v) = self.json(rel) else { return };
         for key in ["dependencies", "devDependencies", "optionalDependencies"] {
             if let Some(obj) = v.get(key).and_then(|d| d.as_object()) {
                 for (name, ver) in obj {
@@ -202,14 +206,7 @@ impl Reader<'_> {
     /// package-lock.json v2/v3 `packages` map (npm's package-lock.json(5)),
     /// or v1 `dependencies`.
     fn package_lock(&mut self, rel: &str) {
-        let Some(text) = self.read(rel) else { return };
-        let v: serde_json::Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(e) => {
-                self.warnings.push(format!("{rel}: not JSON: {e}"));
-                return;
-            }
-        };
+        let Some(v) = self.json(rel) else { return };
         if let Some(pk) = v.get("packages").and_then(|p| p.as_object()) {
             for (path, meta) in pk {
                 let Some(idx) = path.rfind("node_modules/") else {

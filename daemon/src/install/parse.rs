@@ -141,11 +141,20 @@ impl Out {
             argv: vec![],
         })
     }
-    fn unknown(manager: &str, ecosystem: &str, sub: &str) -> Out {
-        let mut o = Out::new(manager, ecosystem, "unknown");
+    /// A form of a known manager that the parser does not know: it asks.
+    fn unknown(manager: &str, ecosystem: &str, sub: &str, head: &Scan) -> Out {
+        let mut o = Out::with(manager, ecosystem, "unknown", &[head]);
         o.warn(format!(
             "{manager} {sub}: not a form the install guard knows; it must be approved as is"
         ));
+        o
+    }
+    /// [`Out::new`] with the options of `scans` as flags.
+    fn with(manager: &str, ecosystem: &str, operation: &str, scans: &[&Scan]) -> Out {
+        let mut o = Out::new(manager, ecosystem, operation);
+        for x in scans {
+            o.flags(x);
+        }
         o
     }
     fn raise_source(&mut self, s: &str) {
@@ -195,6 +204,15 @@ impl Out {
             self.file(f);
         }
     }
+    /// A lockfile install on `lock` when one of `flags` is on in `scans`,
+    /// else an install that reads `manifest`.
+    fn locked_by(&mut self, scans: &[&Scan], flags: &[&str], lock: &str, manifest: &str) {
+        if scans.iter().any(|x| x.on(flags)) {
+            self.lockfile(lock);
+        } else {
+            self.file(manifest);
+        }
+    }
     fn global(&mut self) {
         if self.0.scope == scope::PROJECT {
             self.0.scope = scope::GLOBAL.into();
@@ -219,6 +237,18 @@ impl Out {
     fn done(self) -> Option<InstallIntent> {
         Some(self.0)
     }
+}
+
+/// Specs of `pos`; a separate version option (`--version 1.2`) applies
+/// when exactly one package is named without a version of its own.
+fn versioned(pos: &[String], f: fn(&str) -> Spec, version: Option<&str>) -> Vec<Spec> {
+    let mut specs: Vec<Spec> = pos.iter().map(|p| f(p)).collect();
+    if let [only] = specs.as_mut_slice() {
+        if only.pkg.version.is_none() {
+            only.pkg.version = version.map(String::from);
+        }
+    }
+    specs
 }
 
 fn basename(w: &str) -> &str {
@@ -566,9 +596,7 @@ fn npm(args: &[String]) -> Option<InstallIntent> {
                     ..sp
                 }
             };
-            let mut o = Out::new("npm", "npm", "init");
-            o.flags(&head);
-            o.flags(&s);
+            let mut o = Out::with("npm", "npm", "init", &[&head, &s]);
             o.spec(pkg);
             o.fetch_and_run();
             return o.done();
@@ -585,24 +613,16 @@ fn npm(args: &[String]) -> Option<InstallIntent> {
             if s.pos.first().map(String::as_str) != Some("add") {
                 return None;
             }
-            let mut o = Out::new("npm", "npm", "cache add");
-            o.flags(&head);
-            o.flags(&s);
+            let mut o = Out::with("npm", "npm", "cache add", &[&head, &s]);
             o.specs(&s.pos[1..], spec::npm);
             o.scripts(false);
             return o.done();
         }
         s if NPM_NOT_INSTALL.contains(&s) => return None,
-        s => {
-            let mut o = Out::unknown("npm", "npm", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("npm", "npm", s, &head).done(),
     };
     let s = scan(rest, NPM_VALUED, true, false);
-    let mut o = Out::new("npm", "npm", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("npm", "npm", op, &[&head, &s]);
     let pkgs: &[String] = if op == "audit fix" {
         &s.pos[1..]
     } else {
@@ -668,9 +688,7 @@ fn npm_exec_after(manager: &str, op: &str, head: &Scan, args: &[String]) -> Opti
     if s.on(&["--no", "--no-install", "--offline"]) || s.value(&["--yes"]) == Some("false") {
         return None; // runs only what is installed locally
     }
-    let mut o = Out::new(manager, "npm", op);
-    o.flags(head);
-    o.flags(&s);
+    let mut o = Out::with(manager, "npm", op, &[head, &s]);
     let pkgs = s.values(&["--package", "-p"]);
     for p in &pkgs {
         o.spec(spec::npm(p));
@@ -796,16 +814,12 @@ fn pnpm(args: &[String]) -> Option<InstallIntent> {
         }
         s if PNPM_NOT_INSTALL.contains(&s) => return None,
         s if PNPM_KNOWN.contains(&s) => {
-            let mut o = Out::unknown("pnpm", "npm", s);
-            o.flags(&head);
-            return o.done();
+            return Out::unknown("pnpm", "npm", s, &head).done();
         }
         _ => return None, // `pnpm <script>` runs a package.json script
     };
     let s = scan(rest, PNPM_VALUED, true, false);
-    let mut o = Out::new("pnpm", "npm", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("pnpm", "npm", op, &[&head, &s]);
     o.specs(&s.pos, spec::npm);
     node_common(&mut o, &[&head, &s]);
     if op == "fetch" {
@@ -859,9 +873,7 @@ fn create(manager: &str, op: &str, head: &Scan, args: &[String]) -> Option<Insta
     } else {
         format!("create-{}", sp.pkg.name)
     };
-    let mut o = Out::new(manager, "npm", op);
-    o.flags(head);
-    o.flags(&s);
+    let mut o = Out::with(manager, "npm", op, &[head, &s]);
     o.spec(Spec {
         pkg: PackageRef::new(name, sp.pkg.version.as_deref()),
         ..sp
@@ -974,31 +986,21 @@ fn yarn(args: &[String]) -> Option<InstallIntent> {
             {
                 return None;
             }
-            let mut o = Out::unknown("yarn", "npm", s);
-            o.flags(&head);
-            return o.done();
+            return Out::unknown("yarn", "npm", s, &head).done();
         }
         _ => return None, // `yarn <script>` runs a package.json script or a binary
     };
     let s = scan(rest, YARN_VALUED, true, false);
     let pkgs: &[String] = if scope_global { &s.pos[1..] } else { &s.pos };
-    let mut o = Out::new("yarn", "npm", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("yarn", "npm", op, &[&head, &s]);
     o.specs(pkgs, spec::npm);
     if scope_global {
         o.global();
     }
     node_common(&mut o, &[&head, &s]);
     if op == "install" {
-        if [&head, &s]
-            .iter()
-            .any(|x| x.on(&["--frozen-lockfile", "--immutable"]))
-        {
-            o.lockfile("yarn.lock");
-        } else {
-            o.file("package.json");
-        }
+        let flags = ["--frozen-lockfile", "--immutable"];
+        o.locked_by(&[&head, &s], &flags, "yarn.lock", "package.json");
     }
     o.done()
 }
@@ -1060,8 +1062,7 @@ fn bun(args: &[String]) -> Option<InstallIntent> {
             let s = scan(rest, BUN_VALUED, true, false);
             match s.pos.first().map(String::as_str) {
                 Some("trust") => {
-                    let mut o = Out::new("bun", "npm", "pm trust");
-                    o.flags(&s);
+                    let mut o = Out::with("bun", "npm", "pm trust", &[&s]);
                     o.specs(&s.pos[1..], spec::npm);
                     o.warn("bun pm trust: lets these packages run their install scripts".into());
                     return o.done();
@@ -1073,9 +1074,7 @@ fn bun(args: &[String]) -> Option<InstallIntent> {
         _ => return None, // `bun <file|script>` runs it
     };
     let s = scan(rest, BUN_VALUED, true, false);
-    let mut o = Out::new("bun", "npm", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("bun", "npm", op, &[&head, &s]);
     o.specs(&s.pos, spec::npm);
     node_common(&mut o, &[&head, &s]);
     if s.on(&["--trust"]) {
@@ -1203,16 +1202,10 @@ fn pip(manager: &str, op_prefix: &str, args: &[String]) -> Option<InstallIntent>
         "sync" if !op_prefix.is_empty() => "sync",
         "compile" if !op_prefix.is_empty() => "compile",
         s if PIP_NOT_INSTALL.contains(&s) => return None,
-        s => {
-            let mut o = Out::unknown(manager, "pypi", &format!("{op_prefix}{s}"));
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown(manager, "pypi", &format!("{op_prefix}{s}"), &head).done(),
     };
     let s = scan(rest, PIP_VALUED, true, false);
-    let mut o = Out::new(manager, "pypi", &format!("{op_prefix}{op}"));
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with(manager, "pypi", &format!("{op_prefix}{op}"), &[&head, &s]);
     let all = [&head, &s];
     if matches!(op, "sync" | "compile") {
         // uv pip sync|compile FILE...: positionals are requirement files.
@@ -1394,10 +1387,7 @@ fn uv(args: &[String]) -> Option<InstallIntent> {
                 Some("install") | Some("upgrade") => {
                     let op = format!("tool {}", s.pos[0]);
                     let t = scan(&s.rest, UV_VALUED, true, false);
-                    let mut o = Out::new("uv", "pypi", &op);
-                    o.flags(&head);
-                    o.flags(&s);
-                    o.flags(&t);
+                    let mut o = Out::with("uv", "pypi", &op, &[&head, &s, &t]);
                     o.specs(&t.pos, spec::python);
                     for w in t.values(&["--with"]) {
                         o.spec(spec::python(w));
@@ -1408,23 +1398,21 @@ fn uv(args: &[String]) -> Option<InstallIntent> {
                 }
                 Some("uninstall") => {
                     let t = scan(&s.rest, UV_VALUED, true, false);
-                    let mut o = Out::new("uv", "pypi", "tool uninstall");
-                    o.flags(&t);
+                    let mut o = Out::with("uv", "pypi", "tool uninstall", &[&t]);
                     o.specs(&t.pos, spec::python);
                     o.global();
                     o.scripts(false);
                     o.done()
                 }
                 Some("list" | "dir" | "update-shell") | None => None,
-                Some(x) => Out::unknown("uv", "pypi", &format!("tool {x}")).done(),
+                Some(x) => Out::unknown("uv", "pypi", &format!("tool {x}"), &s).done(),
             };
         }
         "python" => {
             let s = scan(rest, UV_VALUED, true, false);
             return match s.pos.first().map(String::as_str) {
                 Some("install") | Some("upgrade") => {
-                    let mut o = Out::new("uv", "python", &format!("python {}", s.pos[0]));
-                    o.flags(&s);
+                    let mut o = Out::with("uv", "python", &format!("python {}", s.pos[0]), &[&s]);
                     o.specs(&s.pos[1..], spec::at_version);
                     o.global();
                     o.scripts(false);
@@ -1434,22 +1422,15 @@ fn uv(args: &[String]) -> Option<InstallIntent> {
             };
         }
         "self" => {
-            let mut o = Out::new("uv", "pypi", "self update");
-            o.flags(&head);
+            let mut o = Out::with("uv", "pypi", "self update", &[&head]);
             o.global();
             return o.done();
         }
         s if UV_NOT_INSTALL.contains(&s) => return None,
-        s => {
-            let mut o = Out::unknown("uv", "pypi", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("uv", "pypi", s, &head).done(),
     };
     let s = scan(rest, UV_VALUED, true, false);
-    let mut o = Out::new("uv", "pypi", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("uv", "pypi", op, &[&head, &s]);
     let all = [&head, &s];
     o.specs(&s.pos, spec::python);
     for x in all {
@@ -1462,11 +1443,7 @@ fn uv(args: &[String]) -> Option<InstallIntent> {
         o.scripts(false);
     }
     if op == "sync" {
-        if all.iter().any(|x| x.on(&["--locked", "--frozen"])) {
-            o.lockfile("uv.lock");
-        } else {
-            o.file("pyproject.toml");
-        }
+        o.locked_by(&all, &["--locked", "--frozen"], "uv.lock", "pyproject.toml");
     }
     o.done()
 }
@@ -1479,9 +1456,7 @@ fn uv_run(head: &Scan, args: &[String]) -> Option<InstallIntent> {
     if s.on(&["--no-sync"]) && with.is_empty() && reqs.is_empty() {
         return None;
     }
-    let mut o = Out::new("uv", "pypi", "run");
-    o.flags(head);
-    o.flags(&s);
+    let mut o = Out::with("uv", "pypi", "run", &[head, &s]);
     for w in &with {
         o.spec(spec::python(w));
     }
@@ -1503,8 +1478,7 @@ fn uv_run(head: &Scan, args: &[String]) -> Option<InstallIntent> {
 /// uvx / uv tool run [--from spec] [--with pkg] cmd ...
 fn uv_tool_run(args: &[String]) -> Option<InstallIntent> {
     let s = scan(args, UV_VALUED, true, true);
-    let mut o = Out::new("uv", "pypi", "tool run");
-    o.flags(&s);
+    let mut o = Out::with("uv", "pypi", "tool run", &[&s]);
     match s.value(&["--from"]) {
         Some(from) => o.spec(spec::python(from)),
         None => o.spec(spec::python(s.pos.first()?)),
@@ -1542,9 +1516,7 @@ fn pipx(args: &[String]) -> Option<InstallIntent> {
         "uninstall" | "uninstall-all" | "uninject" => "remove",
         "run" => {
             let s = scan(rest, PIPX_VALUED, true, true);
-            let mut o = Out::new("pipx", "pypi", "run");
-            o.flags(&head);
-            o.flags(&s);
+            let mut o = Out::with("pipx", "pypi", "run", &[&head, &s]);
             match s.value(&["--spec"]) {
                 Some(sp) => o.spec(spec::python(sp)),
                 None => o.spec(spec::python(s.pos.first()?)),
@@ -1555,16 +1527,10 @@ fn pipx(args: &[String]) -> Option<InstallIntent> {
             return o.done();
         }
         "list" | "ensurepath" | "environment" | "completions" | "interpreter" => return None,
-        s => {
-            let mut o = Out::unknown("pipx", "pypi", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("pipx", "pypi", s, &head).done(),
     };
     let s = scan(rest, PIPX_VALUED, true, false);
-    let mut o = Out::new("pipx", "pypi", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("pipx", "pypi", op, &[&head, &s]);
     // inject VENV PKG...: the first positional is the target venv.
     let pkgs: &[String] = if op == "inject" && !s.pos.is_empty() {
         &s.pos[1..]
@@ -1648,8 +1614,7 @@ fn poetry(args: &[String]) -> Option<InstallIntent> {
             if s.pos.first().map(String::as_str) != Some("add") {
                 return None;
             }
-            let mut o = Out::new("poetry", "pypi", "source add");
-            o.flags(&s);
+            let mut o = Out::with("poetry", "pypi", "source add", &[&s]);
             if let Some(url) = s.pos.get(2) {
                 o.warn(format!(
                     "source {url}: packages may come from a non-default index (dependency confusion)"
@@ -1662,16 +1627,10 @@ fn poetry(args: &[String]) -> Option<InstallIntent> {
         | "new" | "init" | "search" | "export" | "about" | "list" | "debug" | "cache" | "help" => {
             return None
         }
-        s => {
-            let mut o = Out::unknown("poetry", "pypi", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("poetry", "pypi", s, &head).done(),
     };
     let s = scan(rest, POETRY_VALUED, true, false);
-    let mut o = Out::new("poetry", "pypi", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("poetry", "pypi", op, &[&head, &s]);
     let pkgs: &[String] = if global && !s.pos.is_empty() {
         &s.pos[1..]
     } else {
@@ -1835,9 +1794,7 @@ fn cargo(args: &[String]) -> Option<InstallIntent> {
                     return None;
                 }
             }
-            let mut o = Out::new("cargo", "crates", op);
-            o.flags(&head);
-            o.flags(&s2);
+            let mut o = Out::with("cargo", "crates", op, &[&head, &s2]);
             if locked {
                 o.lockfile("Cargo.lock");
             } else {
@@ -1847,22 +1804,11 @@ fn cargo(args: &[String]) -> Option<InstallIntent> {
             return o.done();
         }
         s if CARGO_NOT_INSTALL.contains(&s) => return None,
-        s => {
-            let mut o = Out::unknown("cargo", "crates", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("cargo", "crates", s, &head).done(),
     };
     let s = scan(rest, CARGO_VALUED, true, false);
-    let mut o = Out::new("cargo", "crates", op);
-    o.flags(&head);
-    o.flags(&s);
-    let version = s.value(&["--version", "--vers"]);
-    for p in &s.pos {
-        let mut sp = spec::at_version(p);
-        if sp.pkg.version.is_none() && s.pos.len() == 1 {
-            sp.pkg.version = version.map(String::from);
-        }
+    let mut o = Out::with("cargo", "crates", op, &[&head, &s]);
+    for mut sp in versioned(&s.pos, spec::at_version, s.value(&["--version", "--vers"])) {
         if let Some(git) = s.value(&["--git"]) {
             sp.source = source::GIT;
             sp.pkg.version = Some(git.to_string());
@@ -1902,8 +1848,7 @@ fn cargo(args: &[String]) -> Option<InstallIntent> {
 /// wherever the crate points (usually GitHub releases).
 fn cargo_binstall(args: &[String]) -> Option<InstallIntent> {
     let s = scan(args, CARGO_VALUED, true, false);
-    let mut o = Out::new("cargo", "crates", "binstall");
-    o.flags(&s);
+    let mut o = Out::with("cargo", "crates", "binstall", &[&s]);
     o.specs(&s.pos, spec::at_version);
     o.raise_source(source::URL);
     o.warn("cargo binstall: downloads prebuilt binaries from outside crates.io".into());
@@ -1964,8 +1909,7 @@ fn go(args: &[String]) -> Option<InstallIntent> {
     match sub {
         "get" => {
             let s = scan(rest, GO_VALUED, false, false);
-            let mut o = Out::new("go", "go", "get");
-            o.flags(&s);
+            let mut o = Out::with("go", "go", "get", &[&s]);
             o.specs(&s.pos, spec::go);
             o.scripts(false);
             o.file("go.mod");
@@ -1973,8 +1917,7 @@ fn go(args: &[String]) -> Option<InstallIntent> {
         }
         "install" => {
             let s = scan(rest, GO_VALUED, false, false);
-            let mut o = Out::new("go", "go", "install");
-            o.flags(&s);
+            let mut o = Out::with("go", "go", "install", &[&s]);
             o.specs(&s.pos, spec::go);
             if s.pos.is_empty() {
                 o.raise_source(source::PATH);
@@ -1992,8 +1935,7 @@ fn go(args: &[String]) -> Option<InstallIntent> {
             if !target.contains('@') {
                 return None; // go run . / main.go: local code
             }
-            let mut o = Out::new("go", "go", "run");
-            o.flags(&s);
+            let mut o = Out::with("go", "go", "run", &[&s]);
             o.spec(spec::go(target));
             o.fetch_and_run();
             o.scripts(false);
@@ -2007,15 +1949,14 @@ fn go(args: &[String]) -> Option<InstallIntent> {
                 Some("vendor") => "mod vendor",
                 _ => return None,
             };
-            let mut o = Out::new("go", "go", op);
-            o.flags(&s);
+            let mut o = Out::with("go", "go", op, &[&s]);
             o.specs(&s.pos[1..], spec::go);
             o.scripts(false);
             o.file("go.mod");
             o.done()
         }
         s if GO_NOT_INSTALL.contains(&s) => None,
-        s => Out::unknown("go", "go", s).done(),
+        s => Out::unknown("go", "go", s, &head).done(),
     }
 }
 
@@ -2086,8 +2027,7 @@ fn gem(args: &[String]) -> Option<InstallIntent> {
             if added.is_empty() && !s.has(&["-a", "--add"]) {
                 return None;
             }
-            let mut o = Out::new("gem", "rubygems", "sources add");
-            o.flags(&s);
+            let mut o = Out::with("gem", "rubygems", "sources add", &[&s]);
             for p in s
                 .values(&["-s", "--source"])
                 .into_iter()
@@ -2100,32 +2040,17 @@ fn gem(args: &[String]) -> Option<InstallIntent> {
             return o.done();
         }
         s if GEM_NOT_INSTALL.contains(&s) => return None,
-        s => {
-            let mut o = Out::unknown("gem", "rubygems", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("gem", "rubygems", s, &head).done(),
     };
     let s = scan(rest, GEM_VALUED, true, false);
-    let mut o = Out::new("gem", "rubygems", op);
-    o.flags(&head);
-    o.flags(&s);
-    let version = s.value(&["-v", "--version"]);
-    for p in &s.pos {
-        let mut sp = spec::gem(p);
-        if sp.pkg.version.is_none() && s.pos.len() == 1 {
-            sp.pkg.version = version.map(String::from);
-        }
+    let mut o = Out::with("gem", "rubygems", op, &[&head, &s]);
+    for sp in versioned(&s.pos, spec::gem, s.value(&["-v", "--version"])) {
         o.spec(sp);
     }
     if let Some(f) = s.value(&["-g", "--file"]) {
         o.requirements(f);
     }
-    for src in s.values(&["-s", "--source"]) {
-        o.warn(format!(
-            "source {src}: packages may come from a non-default index (dependency confusion)"
-        ));
-    }
+    o.custom_index(&s, &["-s", "--source"], "source");
     match s.value(&["-i", "--install-dir"]) {
         Some(d) if !d.starts_with('/') && !d.starts_with('~') => {}
         _ => o.global(),
@@ -2176,23 +2101,12 @@ fn bundle(args: &[String]) -> Option<InstallIntent> {
         "exec" | "check" | "list" | "info" | "show" | "outdated" | "config" | "init"
         | "version" | "help" | "doctor" | "platform" | "viz" | "binstubs" | "open" | "console"
         | "gem" | "clean" | "pristine" | "licenses" => return None,
-        s => {
-            let mut o = Out::unknown("bundle", "rubygems", s);
-            o.flags(&head);
-            return o.done();
-        }
+        s => return Out::unknown("bundle", "rubygems", s, &head).done(),
     };
     let s = scan(rest, BUNDLE_VALUED, true, false);
-    let mut o = Out::new("bundle", "rubygems", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("bundle", "rubygems", op, &[&head, &s]);
     if op == "add" {
-        let version = s.value(&["--version", "-v"]);
-        for p in &s.pos {
-            let mut sp = spec::gem(p);
-            if sp.pkg.version.is_none() {
-                sp.pkg.version = version.map(String::from);
-            }
+        for mut sp in versioned(&s.pos, spec::gem, s.value(&["--version", "-v"])) {
             if s.value(&["--git", "--github"]).is_some() {
                 sp.source = source::GIT;
             } else if s.value(&["--path"]).is_some() {
@@ -2203,23 +2117,13 @@ fn bundle(args: &[String]) -> Option<InstallIntent> {
     } else {
         o.specs(&s.pos, spec::gem);
     }
-    for src in s.values(&["--source"]) {
-        o.warn(format!(
-            "source {src}: packages may come from a non-default index (dependency confusion)"
-        ));
-    }
+    o.custom_index(&s, &["--source"], "source");
     if matches!(op, "remove" | "lock" | "cache") {
         o.scripts(false);
     }
     if op == "install" {
-        if [&head, &s]
-            .iter()
-            .any(|x| x.on(&["--frozen", "--deployment"]))
-        {
-            o.lockfile("Gemfile.lock");
-        } else {
-            o.file("Gemfile");
-        }
+        let flags = ["--frozen", "--deployment"];
+        o.locked_by(&[&head, &s], &flags, "Gemfile.lock", "Gemfile");
     }
     o.done()
 }
@@ -2254,16 +2158,13 @@ fn apt(prog: &str, args: &[String]) -> Option<InstallIntent> {
             return None
         }
         s => {
-            let mut o = Out::unknown(prog, "debian", s);
-            o.flags(&head);
+            let mut o = Out::unknown(prog, "debian", s, &head);
             o.system();
             return o.done();
         }
     };
     let s = scan(rest, APT_VALUED, true, false);
-    let mut o = Out::new(prog, "debian", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with(prog, "debian", op, &[&head, &s]);
     if op != "satisfy" {
         o.specs(&s.pos, spec::debian);
     }
@@ -2339,8 +2240,7 @@ fn dnf(prog: &str, args: &[String]) -> Option<InstallIntent> {
             }
         }
         "copr" | "config-manager" => {
-            let mut o = Out::unknown(prog, "rpm", sub);
-            o.flags(&head);
+            let mut o = Out::unknown(prog, "rpm", sub, &head);
             o.warn(format!("{prog} {sub}: adds a package repository"));
             o.system();
             return o.done();
@@ -2350,16 +2250,13 @@ fn dnf(prog: &str, args: &[String]) -> Option<InstallIntent> {
             return None
         }
         s => {
-            let mut o = Out::unknown(prog, "rpm", s);
-            o.flags(&head);
+            let mut o = Out::unknown(prog, "rpm", s, &head);
             o.system();
             return o.done();
         }
     };
     let s = scan(rest, DNF_VALUED, true, false);
-    let mut o = Out::new(prog, "rpm", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with(prog, "rpm", op, &[&head, &s]);
     let pkgs = s.pos.get(pkgs_from..).unwrap_or(&[]);
     o.specs(pkgs, spec::rpm);
     for x in [&head, &s] {
@@ -2411,16 +2308,13 @@ fn apk(args: &[String]) -> Option<InstallIntent> {
         "info" | "search" | "list" | "policy" | "stats" | "version" | "verify" | "dot"
         | "audit" | "query" | "help" => return None,
         s => {
-            let mut o = Out::unknown("apk", "alpine", s);
-            o.flags(&head);
+            let mut o = Out::unknown("apk", "alpine", s, &head);
             o.system();
             return o.done();
         }
     };
     let s = scan(rest, APK_VALUED, true, false);
-    let mut o = Out::new("apk", "alpine", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("apk", "alpine", op, &[&head, &s]);
     o.specs(&s.pos, spec::alpine);
     for x in [&head, &s] {
         if x.on(&["--allow-untrusted"]) {
@@ -2459,8 +2353,7 @@ fn brew(args: &[String]) -> Option<InstallIntent> {
             let Some(tap) = s.pos.first() else {
                 return None; // lists taps
             };
-            let mut o = Out::new("brew", "homebrew", "tap");
-            o.flags(&s);
+            let mut o = Out::with("brew", "homebrew", "tap", &[&s]);
             o.spec(Spec {
                 pkg: PackageRef::new(tap.clone(), s.pos.get(1).map(String::as_str)),
                 source: source::GIT,
@@ -2476,8 +2369,7 @@ fn brew(args: &[String]) -> Option<InstallIntent> {
                 None | Some("install") => {}
                 _ => return None, // dump, check, list, cleanup, exec
             }
-            let mut o = Out::new("brew", "homebrew", "bundle");
-            o.flags(&s);
+            let mut o = Out::with("brew", "homebrew", "bundle", &[&s]);
             o.requirements(s.value(&["--file"]).unwrap_or("Brewfile"));
             o.global();
             return o.done();
@@ -2489,16 +2381,13 @@ fn brew(args: &[String]) -> Option<InstallIntent> {
             return None
         }
         s => {
-            let mut o = Out::unknown("brew", "homebrew", s);
-            o.flags(&head);
+            let mut o = Out::unknown("brew", "homebrew", s, &head);
             o.global();
             return o.done();
         }
     };
     let s = scan(rest, &[], true, false);
-    let mut o = Out::new("brew", "homebrew", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with("brew", "homebrew", op, &[&head, &s]);
     o.specs(&s.pos, spec::brew);
     if s.on(&["--HEAD"]) {
         o.warn("--HEAD: builds from the formula's development branch".into());
@@ -2561,16 +2450,13 @@ fn conda(prog: &str, args: &[String]) -> Option<InstallIntent> {
             return None
         }
         s => {
-            let mut o = Out::unknown(prog, "conda", s);
-            o.flags(&head);
+            let mut o = Out::unknown(prog, "conda", s, &head);
             o.global();
             return o.done();
         }
     };
     let s = scan(rest, CONDA_VALUED, true, false);
-    let mut o = Out::new(prog, "conda", op);
-    o.flags(&head);
-    o.flags(&s);
+    let mut o = Out::with(prog, "conda", op, &[&head, &s]);
     o.specs(s.pos.get(pkgs_from..).unwrap_or(&[]), spec::conda);
     let files = s.values(&["-f", "--file"]);
     for f in &files {
