@@ -36,6 +36,17 @@ pub(crate) fn read_confined(
     rel: &str,
     cap: u64,
 ) -> Result<String, InstallError> {
+    let buf = read_bytes_confined(root, cwd, rel, cap)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// [`read_confined`] without the UTF-8 conversion.
+fn read_bytes_confined(
+    root: &Path,
+    cwd: &Path,
+    rel: &str,
+    cap: u64,
+) -> Result<Vec<u8>, InstallError> {
     let io = |e| InstallError::Io {
         path: rel.to_string(),
         source: e,
@@ -79,7 +90,7 @@ pub(crate) fn read_confined(
             cap,
         });
     }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    Ok(buf)
 }
 
 struct Reader<'a> {
@@ -487,4 +498,53 @@ pub(crate) fn read_requirements(intent: &mut InstallIntent, root: &Path, cwd: &P
             intent.warnings.push(w);
         }
     }
+}
+
+/// Cap on a lock file hashed for the record, bytes.
+const MAX_HASHED_BYTES: u64 = 64 << 20;
+
+/// The lock and manifest files `intent`'s manager reads or rewrites, by
+/// manager (npm-family locks and `package.json`, `Cargo.lock`, `uv.lock`,
+/// `poetry.lock`, `go.sum`, `Gemfile.lock`, ...) plus the files it names.
+pub(crate) fn lock_paths(intent: &InstallIntent) -> Vec<String> {
+    let fixed: &[&str] = match intent.manager.as_str() {
+        "npm" | "npx" => &["package-lock.json", "npm-shrinkwrap.json", "package.json"],
+        "pnpm" => &["pnpm-lock.yaml", "package.json"],
+        "yarn" => &["yarn.lock", "package.json"],
+        "bun" => &["bun.lock", "bun.lockb", "package.json"],
+        "uv" => &["uv.lock", "pyproject.toml"],
+        "poetry" => &["poetry.lock", "pyproject.toml"],
+        "cargo" => &["Cargo.lock", "Cargo.toml"],
+        "go" => &["go.sum", "go.mod"],
+        "bundle" => &["Gemfile.lock", "Gemfile"],
+        "brew" => &["Brewfile.lock.json"],
+        _ => &[],
+    };
+    let mut out: Vec<String> = fixed.iter().map(|s| s.to_string()).collect();
+    for f in &intent.files {
+        if !f.contains("://") && !out.contains(f) {
+            out.push(f.clone());
+        }
+    }
+    out
+}
+
+/// BLAKE3 of each of [`lock_paths`] in the workspace (`root`/`cwd`): `None`
+/// for a file that is absent or cannot be read confined (outside the root,
+/// not regular, over 64 MiB). Taken before and after an install, the pair
+/// shows whether the install changed the lock.
+pub(crate) fn lockfile_hashes(
+    intent: &InstallIntent,
+    root: &Path,
+    cwd: &Path,
+) -> Vec<super::LockfileHash> {
+    lock_paths(intent)
+        .into_iter()
+        .map(|path| {
+            let blake3 = read_bytes_confined(root, cwd, &path, MAX_HASHED_BYTES)
+                .ok()
+                .map(|b| blake3::hash(&b).to_hex().to_string());
+            super::LockfileHash { path, blake3 }
+        })
+        .collect()
 }

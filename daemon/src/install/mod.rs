@@ -16,6 +16,8 @@
 //!   the root only, size-capped) and lists what they would install in
 //!   [`InstallIntent::requirements`].
 //! - [`harden`]: the argv to run once approved, and what was changed.
+//! - [`lockfile_hashes`]: BLAKE3 of the lock files the install may rewrite,
+//!   for the record before and after.
 //!
 //! ## Lockfile installs
 //!
@@ -147,8 +149,9 @@ pub mod scope {
 pub struct InstallIntent {
     /// The tool that runs: `npm`, `npx`, `pnpm`, `yarn`, `bun`, `pip`, `uv`,
     /// `pipx`, `poetry`, `cargo`, `go`, `gem`, `bundle`, `apt-get`, `apt`,
-    /// `dnf`, `yum`, `apk`, `brew`, `conda` (also for `mamba`/`micromamba`).
-    /// `pip3` and `python -m pip` are `pip`; `bunx` is `bun`; `uvx` is `uv`.
+    /// `dnf`, `yum`, `microdnf`, `apk`, `brew`, `conda`, `mamba`,
+    /// `micromamba`, `pip-sync`. `pip3` and `python -m pip` are `pip`; `bunx`
+    /// is `bun`; `pnpx` is `pnpm`; `uvx` is `uv`; `cargo-binstall` is `cargo`.
     pub manager: String,
     /// The manager's operation, normalised to its canonical name (`install`,
     /// `ci`, `add`, `exec`, `dlx`, `tool run`, `sync`, `build`, `get`,
@@ -238,6 +241,28 @@ impl InstallIntent {
         ));
         s
     }
+}
+
+/// A lock or manifest file's content hash, for the audit record and the
+/// tool span before and after an install ([`lockfile_hashes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockfileHash {
+    /// Path relative to the command's working directory, as the manager
+    /// names it (`package-lock.json`) or as the command typed it.
+    pub path: String,
+    /// BLAKE3 hex of the content; `None` when the file is absent or could
+    /// not be read confined to the workspace.
+    pub blake3: Option<String>,
+}
+
+/// Hashes the lock and manifest files `intent`'s manager reads or rewrites
+/// (`package-lock.json`, `pnpm-lock.yaml`, `yarn.lock`, `Cargo.lock`,
+/// `uv.lock`, `poetry.lock`, `go.sum`, `Gemfile.lock`, the requirement files
+/// the command names, ...) in the workspace `root` joined with `cwd`
+/// (relative). Same confinement as [`parse_intent_in`]; files over 64 MiB
+/// hash as `None`. Call before and after the install to record what changed.
+pub fn lockfile_hashes(intent: &InstallIntent, root: &Path, cwd: &Path) -> Vec<LockfileHash> {
+    files::lockfile_hashes(intent, root, cwd)
 }
 
 /// `[install]` policy section: how the install guard treats installs.

@@ -397,6 +397,7 @@ fn dispatch(prog: &str, args: &[String]) -> Option<InstallIntent> {
         "apk" => apk(args),
         "brew" => brew(args),
         "conda" | "mamba" | "micromamba" => conda(prog, args),
+        "pip-sync" => pip_sync(args),
         p if is_pip(p) => pip("pip", "", args),
         p if is_python(p) => python_m(args),
         _ => None,
@@ -1243,6 +1244,21 @@ fn pip(manager: &str, op_prefix: &str, args: &[String]) -> Option<InstallIntent>
             o.0.source.clone()
         };
     }
+    o.done()
+}
+
+/// pip-tools' `pip-sync [FILE...]`: installs exactly the given requirement
+/// files (default `requirements.txt`) and uninstalls everything else.
+fn pip_sync(args: &[String]) -> Option<InstallIntent> {
+    let s = scan(args, PIP_VALUED, true, false);
+    let mut o = Out::with("pip-sync", "pypi", "sync", &[&s]);
+    if s.pos.is_empty() {
+        o.requirements("requirements.txt");
+    }
+    for f in &s.pos {
+        o.requirements(f);
+    }
+    python_common(&mut o, &[&s]);
     o.done()
 }
 

@@ -166,6 +166,7 @@ const TABLE: &[Case] = &[
     c("pip install ./dist/pkg-1.0.tar.gz", "pip", "install", &[("./dist/pkg-1.0.tar.gz", "")], PATH, PROJ, S),
     c("pip install -r https://x.test/req.txt", "pip", "install", &[], URL, PROJ, S),
     c("sudo pip install ansible", "pip", "install", &[("ansible", "")], REG, SYS, S),
+    c("pip-sync requirements.txt dev-requirements.txt", "pip-sync", "sync", &[], REQ, PROJ, S),
     // uv
     c("uv add httpx", "uv", "add", &[("httpx", "")], REG, PROJ, S),
     c("uv add 'fastapi>=0.110' --dev", "uv", "add", &[("fastapi", ">=0.110")], REG, PROJ, S),
@@ -845,4 +846,32 @@ fn install_settings_defaults_and_policy_section() {
             .unwrap();
     assert!(p.install.allow_lockfile_installs && p.install.pip_binary_only);
     assert!(toml::from_str::<InstallSettings>("allow_lockfile_install = true").is_err());
+}
+
+#[test]
+fn lockfile_hashes_show_what_an_install_changed() {
+    let d = ws(&[("package-lock.json", "{\"v\":1}"), ("package.json", "{}")]);
+    let i = parse("npm i lodash@4").unwrap();
+    let before = lockfile_hashes(&i, d.path(), Path::new(""));
+    let paths: Vec<&str> = before.iter().map(|h| h.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["package-lock.json", "npm-shrinkwrap.json", "package.json"]
+    );
+    assert_eq!(
+        before[0].blake3.as_deref(),
+        Some(blake3::hash(b"{\"v\":1}").to_hex().as_str())
+    );
+    assert_eq!(before[1].blake3, None, "absent");
+    std::fs::write(d.path().join("package-lock.json"), "{\"v\":2}").unwrap();
+    let after = lockfile_hashes(&i, d.path(), Path::new(""));
+    assert_ne!(before[0], after[0]);
+    assert_eq!(before[2], after[2]);
+    // Requirement files named by the command are included; URLs are not.
+    let d = ws(&[("req.txt", "flask\n")]);
+    let i = parse("pip install -r req.txt -r https://x.test/r.txt").unwrap();
+    let h = lockfile_hashes(&i, d.path(), Path::new(""));
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].path, "req.txt");
+    assert!(h[0].blake3.is_some());
 }

@@ -309,6 +309,14 @@ mod unit {
     use super::*;
 
     #[test]
+    fn every_list_has_a_few_hundred_names() {
+        for eco in ["npm", "pypi", "crates", "go", "rubygems", "debian", "conda"] {
+            let n = list(eco).unwrap().names.len();
+            assert!(n >= 190, "{eco}: {n} names");
+        }
+    }
+
+    #[test]
     fn osa_counts_transpositions_as_one() {
         assert_eq!(osa_distance("reqeusts", "requests", 2), 1);
         assert_eq!(osa_distance("lodahs", "lodash", 2), 1);
