@@ -217,14 +217,18 @@ impl InstallIntent {
     }
 
     /// One line for an approval preview: `npm install lodash@4 (registry,
-    /// project, scripts on)`.
+    /// project, scripts on)`, `pip install requests==2.32.3 (...)`.
     pub fn summary(&self) -> String {
         let mut s = format!("{} {}", self.manager, self.operation);
+        let pep440 = matches!(self.ecosystem.as_str(), "pypi" | "conda");
         for p in &self.packages {
             s.push(' ');
             s.push_str(&p.name);
             if let Some(v) = &p.version {
-                s.push('@');
+                // `requests==2.32.3` reads as typed; `lodash@4` is npm's form.
+                if !(pep440 && v.starts_with(['=', '<', '>', '!', '~'])) {
+                    s.push('@');
+                }
                 s.push_str(v);
             }
         }

@@ -1221,7 +1221,7 @@ fn pip(manager: &str, op_prefix: &str, args: &[String]) -> Option<InstallIntent>
     }
     for x in all {
         for e in x.values(&["-e", "--editable"]) {
-            o.spec(spec::python(e));
+            o.spec(spec::editable(e));
         }
         for r in x.values(&["-r", "--requirement"]) {
             o.requirements(r);

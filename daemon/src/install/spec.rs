@@ -201,6 +201,18 @@ pub(crate) fn python(s: &str) -> Spec {
     Spec::registry(name, Some(rest))
 }
 
+/// pip's `-e` / `--editable` value: always a local path or a VCS URL.
+pub(crate) fn editable(s: &str) -> Spec {
+    let src = if is_vcs(s) {
+        source::GIT
+    } else if is_url(s) {
+        source::URL
+    } else {
+        source::PATH
+    };
+    Spec::other(s, src)
+}
+
 /// `name@version` specifiers (cargo, go, npm-less cases).
 pub(crate) fn at_version(s: &str) -> Spec {
     if let Some(sp) = non_registry(s, &[".crate"]) {

@@ -155,6 +155,8 @@ const TABLE: &[Case] = &[
     c("python -m pip install -U pip setuptools wheel", "pip", "install", &[("pip", ""), ("setuptools", ""), ("wheel", "")], REG, PROJ, S),
     c("python3.12 -I -m pip install httpx", "pip", "install", &[("httpx", "")], REG, PROJ, S),
     c("pip install -e .", "pip", "install", &[(".", "")], PATH, PROJ, S),
+    c("uv pip install -e '.[dev]'", "uv", "pip install", &[(".[dev]", "")], PATH, PROJ, S),
+    c("pip install -e git+https://x.test/r.git#egg=r", "pip", "install", &[("git+https://x.test/r.git#egg=r", "")], GIT, PROJ, S),
     c("pip install git+https://github.com/psf/requests.git", "pip", "install", &[("git+https://github.com/psf/requests.git", "")], GIT, PROJ, S),
     c("pip install 'requests[socks]>=2,<3'", "pip", "install", &[("requests", ">=2,<3")], REG, PROJ, S),
     c("pip install --index-url https://pypi.internal.test/simple foo", "pip", "install", &[("foo", "")], REG, PROJ, S),
@@ -169,6 +171,7 @@ const TABLE: &[Case] = &[
     c("pip-sync requirements.txt dev-requirements.txt", "pip-sync", "sync", &[], REQ, PROJ, S),
     // uv
     c("uv add httpx", "uv", "add", &[("httpx", "")], REG, PROJ, S),
+    c("uv add --editable ./libs/core", "uv", "add", &[("./libs/core", "")], PATH, PROJ, S),
     c("uv add 'fastapi>=0.110' --dev", "uv", "add", &[("fastapi", ">=0.110")], REG, PROJ, S),
     c("uv pip install -r requirements.txt", "uv", "pip install", &[], REQ, PROJ, S),
     c("uv pip install --require-hashes -r req.lock.txt", "uv", "pip install", &[], LOCK, PROJ, S),
