@@ -12,6 +12,8 @@ mod tier;
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod policy_tests;
 
 pub use rules::{Examples, Rule};
 pub use shell::{MAX_COMMANDS, MAX_DEPTH, MAX_INPUT_BYTES};
@@ -325,8 +327,10 @@ impl Policy {
     /// is `write` with a decision of at least `ask`.
     ///
     /// Per part, the matching rules decide (deny > ask > allow; the first
-    /// rule in file order among equals), else the tier matrix; the whole
-    /// command gets the strictest part decision and the highest part tier.
+    /// rule in file order among equals), else the tier matrix; a rule makes
+    /// a destructive part less strict than the matrix only when its `tier`
+    /// names `destructive`. The whole command gets the strictest part
+    /// decision and the highest part tier.
     pub fn classify(&self, command: &str, ctx: &ClassifyContext) -> Classification {
         let a = analyze(command, ctx);
         let mut tier = if a.unclassifiable || a.parts.is_empty() {
@@ -339,14 +343,20 @@ impl Policy {
         for (i, p) in a.parts.iter().enumerate() {
             tier = tier.max(p.tier);
             let mut part_rule: Option<&rules::CompiledRule> = None;
+            let matrix = self.file.tiers.decide(p.tier);
             for r in self.rules.iter() {
-                if r.matches(p, &a.details[i])
+                // A rule relaxes a destructive part only when it names the tier.
+                let relaxes_destructive = p.tier == Tier::Destructive
+                    && r.rule.decision < matrix
+                    && !r.rule.tiers.contains(&Tier::Destructive);
+                if !relaxes_destructive
+                    && r.matches(p, &a.details[i])
                     && part_rule.is_none_or(|b| r.rule.decision > b.rule.decision)
                 {
                     part_rule = Some(r);
                 }
             }
-            let d = part_rule.map_or_else(|| self.file.tiers.decide(p.tier), |r| r.rule.decision);
+            let d = part_rule.map_or(matrix, |r| r.rule.decision);
             if decision.is_none_or(|cur| d > cur) {
                 decision = Some(d);
                 rule = part_rule;
