@@ -216,6 +216,30 @@ impl InstallIntent {
         self.scope != scope::PROJECT
     }
 
+    /// Why this install can never go without a person's approval, or `None`:
+    /// the issue's "new packages, global or system installs, git/URL sources
+    /// and fetch-and-run always ask", plus unknown forms and lookalike names.
+    pub fn always_asks(&self) -> Option<&'static str> {
+        if self.is_unknown() {
+            Some("an install form the guard does not know")
+        } else if self.fetch_and_run {
+            Some("fetch-and-run: downloads a package and runs it")
+        } else if self.scope != scope::PROJECT {
+            Some("a global or system install")
+        } else if matches!(
+            self.source.as_str(),
+            source::GIT | source::URL | source::PATH
+        ) {
+            Some("a git, URL or local-path source")
+        } else if !self.packages.is_empty() {
+            Some("names new packages")
+        } else if self.warnings.iter().any(|w| w.starts_with("lookalike:")) {
+            Some("a name close to a popular package")
+        } else {
+            None
+        }
+    }
+
     /// One line for an approval preview: `npm install lodash@4 (registry,
     /// project, scripts on)`, `pip install requests==2.32.3 (...)`.
     pub fn summary(&self) -> String {
@@ -295,6 +319,18 @@ pub struct InstallSettings {
     /// workspace, bytes. Default 4 MiB.
     #[serde(default = "InstallSettings::default_max_file_bytes")]
     pub max_file_bytes: u64,
+}
+
+impl InstallSettings {
+    /// Whether the policy lets `intent` run without asking under this
+    /// section: only a lockfile install (module docs) that nothing in
+    /// [`InstallIntent::always_asks`] holds back, with
+    /// `allow_lockfile_installs = true`.
+    pub fn allows_without_asking(&self, intent: &InstallIntent) -> bool {
+        self.allow_lockfile_installs
+            && intent.is_lockfile_install()
+            && intent.always_asks().is_none()
+    }
 }
 
 fn yes() -> bool {

@@ -878,3 +878,159 @@ fn lockfile_hashes_show_what_an_install_changed() {
     assert_eq!(h[0].path, "req.txt");
     assert!(h[0].blake3.is_some());
 }
+
+#[test]
+fn arbitrary_argv_never_panics_and_known_managers_stay_known() {
+    // Deterministic xorshift over a pool of tokens: managers, subcommands,
+    // options that take values (also as the last word), odd bytes.
+    const POOL: &[&str] = &[
+        "npm",
+        "npx",
+        "pnpm",
+        "yarn",
+        "bun",
+        "bunx",
+        "pip",
+        "python3",
+        "-m",
+        "uv",
+        "uvx",
+        "pipx",
+        "poetry",
+        "cargo",
+        "go",
+        "gem",
+        "bundle",
+        "apt-get",
+        "dnf",
+        "apk",
+        "brew",
+        "conda",
+        "sudo",
+        "env",
+        "A=b",
+        "install",
+        "i",
+        "add",
+        "ci",
+        "exec",
+        "dlx",
+        "create",
+        "init",
+        "run",
+        "tool",
+        "pip",
+        "sync",
+        "global",
+        "workspace",
+        "self",
+        "env",
+        "mod",
+        "group",
+        "-g",
+        "-r",
+        "-e",
+        "-p",
+        "-c",
+        "-C",
+        "-X",
+        "--registry",
+        "--with",
+        "--from",
+        "--spec",
+        "--",
+        "-",
+        "@",
+        "@/",
+        "@x/",
+        "=",
+        "a@",
+        "x==",
+        "pkg @ ",
+        "é",
+        "-é",
+        "-ré",
+        "--x=é",
+        "",
+        " ",
+        ".",
+        "..",
+        "./x",
+        "git+",
+        "http://",
+        "a/b/c",
+        "x[",
+        "x]",
+        ";",
+        "::",
+        "+nightly",
+        "--frozen-lockfile",
+        "--locked",
+        "--require-hashes",
+        "--ignore-scripts",
+        "lodash@4",
+    ];
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut some = 0;
+    for _ in 0..20_000 {
+        let len = (next() % 7) as usize;
+        let argv: Vec<String> = (0..len)
+            .map(|_| POOL[(next() % POOL.len() as u64) as usize].to_string())
+            .collect();
+        if let Some(i) = parse_intent(&argv) {
+            some += 1;
+            assert!(!i.manager.is_empty() && !i.operation.is_empty(), "{argv:?}");
+            assert_eq!(i.argv, argv);
+            let _ = harden(&i, &InstallSettings::default(), false);
+            let _ = i.summary();
+        }
+    }
+    assert!(some > 1_000, "only {some} parsed");
+}
+
+#[test]
+fn only_plain_lockfile_installs_may_go_without_asking() {
+    let allow = InstallSettings {
+        allow_lockfile_installs: true,
+        ..Default::default()
+    };
+    for cmd in [
+        "npm ci",
+        "pnpm install --frozen-lockfile",
+        "yarn install --immutable",
+        "cargo build --locked",
+        "pip install --require-hashes -r requirements.txt",
+        "uv sync --locked",
+        "bundle install --deployment",
+    ] {
+        let i = parse(cmd).unwrap();
+        assert_eq!(i.always_asks(), None, "{cmd}");
+        assert!(allow.allows_without_asking(&i), "{cmd}");
+        assert!(
+            !InstallSettings::default().allows_without_asking(&i),
+            "{cmd}: default settings"
+        );
+    }
+    for (cmd, why) in [
+        ("npm install", ""),
+        ("npm i lodash@4", "new packages"),
+        ("npm install -g typescript", "global"),
+        ("sudo npm ci", "global or system"),
+        ("npx cowsay", "fetch-and-run"),
+        ("pip install git+https://x.test/r.git", "git"),
+        ("npm frobnicate", "does not know"),
+        ("apt-get install -y jq", "system"),
+    ] {
+        let i = parse(cmd).unwrap();
+        assert!(!allow.allows_without_asking(&i), "{cmd}");
+        if !why.is_empty() {
+            assert!(i.always_asks().unwrap().contains(why), "{cmd}");
+        }
+    }
+}
