@@ -30,7 +30,8 @@
 //! `bun install --frozen-lockfile` / `bun ci`, `cargo build|test|check|run|
 //! fetch|vendor --locked|--frozen`, `pip install --require-hashes -r FILE`
 //! (also `uv pip install|sync`), `uv sync --locked|--frozen`, `bundle install
-//! --frozen|--deployment`.
+//! --frozen|--deployment`, `go mod download` (minimal version selection takes
+//! exactly the versions `go.mod` names, verified against `go.sum`).
 //!
 //! `npm install` is **not** a lockfile install even when `package-lock.json`
 //! is present in the workspace: npm install re-resolves whatever
@@ -39,7 +40,8 @@
 //! not match those in package.json, npm ci will exit with an error, instead
 //! of updating the package lock"). The presence of a lock is therefore not a
 //! guarantee, and the decision depends on argv alone; the same holds for
-//! `poetry install`, `uv sync` without `--locked` and `bundle install`.
+//! `uv sync` without `--locked`, `bundle install`, and `poetry install`
+//! (without a `poetry.lock` it resolves afresh and writes one).
 //!
 //! ## Typosquat warnings
 //!

@@ -1968,6 +1968,11 @@ fn go(args: &[String]) -> Option<InstallIntent> {
             let mut o = Out::with("go", "go", op, &[&s]);
             o.specs(&s.pos[1..], spec::go);
             o.scripts(false);
+            if op == "mod download" {
+                // Minimal version selection takes exactly the versions go.mod
+                // names, verified against go.sum (go help modules).
+                o.lockfile("go.sum");
+            }
             o.file("go.mod");
             o.done()
         }

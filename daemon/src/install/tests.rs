@@ -223,7 +223,8 @@ const TABLE: &[Case] = &[
     c("go install golang.org/x/tools/gopls@latest", "go", "install", &[("golang.org/x/tools/gopls", "latest")], REG, GLOB, 0),
     c("go install ./cmd/tool", "go", "install", &[("./cmd/tool", "")], PATH, GLOB, 0),
     c("go run golang.org/x/tools/cmd/stringer@v0.20.0 -type=Pill", "go", "run", &[("golang.org/x/tools/cmd/stringer", "v0.20.0")], REG, PROJ, F),
-    c("go mod download", "go", "mod download", &[], REG, PROJ, 0),
+    c("go mod download", "go", "mod download", &[], LOCK, PROJ, 0),
+    c("go mod download golang.org/x/text@v0.14.0", "go", "mod download", &[("golang.org/x/text", "v0.14.0")], REG, PROJ, 0),
     c("go mod tidy", "go", "mod tidy", &[], REG, PROJ, 0),
     // gem / bundle
     c("gem install rails", "gem", "install", &[("rails", "")], REG, GLOB, S),
@@ -529,6 +530,7 @@ fn lockfile_and_non_lockfile_forms_differ() {
         ),
         ("uv sync --locked", "uv sync"),
         ("bundle install --deployment", "bundle install"),
+        ("go mod download", "go mod tidy"),
     ] {
         let l = parse(lock).unwrap();
         let p = parse(plain).unwrap();
@@ -1008,6 +1010,7 @@ fn only_plain_lockfile_installs_may_go_without_asking() {
         "pip install --require-hashes -r requirements.txt",
         "uv sync --locked",
         "bundle install --deployment",
+        "go mod download",
     ] {
         let i = parse(cmd).unwrap();
         assert_eq!(i.always_asks(), None, "{cmd}");
