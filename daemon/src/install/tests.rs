@@ -1037,3 +1037,40 @@ fn only_plain_lockfile_installs_may_go_without_asking() {
         }
     }
 }
+
+#[test]
+fn npm_install_with_a_lock_present_and_npm_ci_differ_in_decision_under_ci() {
+    use crate::policy::{ClassifyContext, Decision, Policy, Tier};
+    let d = ws(&[
+        ("package.json", r#"{"dependencies":{"lodash":"^4.17.21"}}"#),
+        (
+            "package-lock.json",
+            r#"{"lockfileVersion":3,"packages":{"node_modules/lodash":{"version":"4.17.21"}}}"#,
+        ),
+    ]);
+    let ci = Policy::builtin("ci").unwrap();
+    let ctx = ClassifyContext {
+        workspace: Some(d.path().to_path_buf()),
+        cwd: None,
+    };
+    let with_lock = ci.classify("npm install", &ctx);
+    let clean = ci.classify("npm ci", &ctx);
+    assert_eq!(clean.tier, Tier::Install);
+    assert_eq!(with_lock.tier, Tier::Install);
+    assert_eq!(clean.decision, Decision::Allow, "{:?}", clean.reasons);
+    assert_eq!(
+        with_lock.decision,
+        Decision::Deny,
+        "{:?}",
+        with_lock.reasons
+    );
+    // The guard's own reading of the same two commands agrees.
+    let i = parse_intent_in(&words("npm install"), d.path()).unwrap();
+    let c = parse_intent_in(&words("npm ci"), d.path()).unwrap();
+    assert!(!i.is_lockfile_install() && c.is_lockfile_install());
+    let allow = InstallSettings {
+        allow_lockfile_installs: true,
+        ..Default::default()
+    };
+    assert!(allow.allows_without_asking(&c) && !allow.allows_without_asking(&i));
+}
