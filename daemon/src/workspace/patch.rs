@@ -266,28 +266,33 @@ fn parse_git_line_paths(rest: &str, lineno: usize) -> Result<(String, String), W
             unquote(&rest[pos + 1..], lineno)?.0,
         )
     } else {
-        // Same name on both sides: split in the middle.
-        if rest.len() < 5 || (rest.len() - 1) % 2 != 0 {
+        // Same name on both sides: split in the middle; else at the one " b/".
+        let half = rest.len().saturating_sub(1) / 2;
+        if rest.len() >= 5
+            && (rest.len() - 1) % 2 == 0
+            && rest.is_char_boundary(half)
+            && rest.as_bytes()[half] == b' '
+            && rest[..half].strip_prefix("a/") == rest[half + 1..].strip_prefix("b/")
+        {
+            (rest[..half].to_string(), rest[half + 1..].to_string())
+        } else if rest.matches(" b/").count() == 1 {
+            let (a, b) = rest.split_once(" b/").expect("one match");
+            (a.to_string(), format!("b/{b}"))
+        } else {
             return Err(bad(format!(
-                "patch line {lineno}: cannot parse diff --git names"
+                "patch line {lineno}: cannot parse the names of diff --git"
             )));
         }
-        let half = (rest.len() - 1) / 2;
-        if !rest.is_char_boundary(half) || rest.as_bytes()[half] != b' ' {
-            return Err(bad(format!(
-                "patch line {lineno}: cannot parse diff --git names"
-            )));
-        }
-        (rest[..half].to_string(), rest[half + 1..].to_string())
     };
     let strip = |s: String, pre: &str| s.strip_prefix(pre).map(str::to_string).unwrap_or(s);
     Ok((strip(a, "a/"), strip(b, "b/")))
 }
 
 fn parse_git_section(lines: &[&str], start: usize) -> Result<(FilePatch, usize), WorkspaceError> {
-    let (mut old, mut new) = {
-        let (a, b) = parse_git_line_paths(&lines[start]["diff --git ".len()..], start + 1)?;
-        (Some(a), Some(b))
+    let line_names = parse_git_line_paths(&lines[start]["diff --git ".len()..], start + 1);
+    let (mut old, mut new) = match &line_names {
+        Ok((a, b)) => (Some(a.clone()), Some(b.clone())),
+        Err(_) => (None, None),
     };
     let mut fp = FilePatch {
         old_path: None,
@@ -354,6 +359,16 @@ fn parse_git_section(lines: &[&str], start: usize) -> Result<(FilePatch, usize),
             break;
         }
         i += 1;
+    }
+    if !saw_headers && !fp.rename {
+        // Only the diff --git line names the file (mode change, empty file).
+        line_names?;
+    }
+    if fp.rename && (old.is_none() || new.is_none()) {
+        return Err(bad(format!(
+            "patch line {}: rename without both 'rename from' and 'rename to'",
+            start + 1
+        )));
     }
     if created {
         old = None;
