@@ -955,3 +955,75 @@ fn e2e_cli_tools_work_and_bad_input_changes_nothing() {
     assert_eq!(fs::read_to_string(ws.join("b.txt")).unwrap(), "bye\n");
     let _ = fs::metadata(ws.join("b.txt")).unwrap().permissions().mode();
 }
+
+/// Protected paths from the policy's `[sandbox]` section hold for the file
+/// tools too; changes are recorded in the audit log with their hashes.
+#[test]
+fn e2e_policy_protected_paths_and_audit_of_changes() {
+    use tokio_stream::StreamExt;
+    let (d, base, ws) = e2e_fixture();
+    let policy = base.path().join("p.toml");
+    fs::write(
+        &policy,
+        "[tiers]\nsafe-read = \"allow\"\nwrite = \"allow\"\nnetwork = \"ask\"\ninstall = \"ask\"\ndestructive = \"deny\"\n[sandbox]\nprotected_paths = [\"deploy\"]\n",
+    )
+    .unwrap();
+    fs::create_dir(ws.join("deploy")).unwrap();
+    let p = policy.to_str().unwrap();
+    let o = fs_cli(&d, &ws, &["write", "--policy", p, "deploy/key"], Some("x"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("\"deploy\"") && err.contains("protected"),
+        "{err}"
+    );
+    assert!(!ws.join("deploy/key").exists());
+    // Allowed by this policy without --yes; recorded in the audit log.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = d.client().await;
+        let sid = c.create_session(&ws, Some(p)).await.unwrap().id;
+        let r = c
+            .files()
+            .write_file(warden_tests::pb::WriteFileRequest {
+                session_id: sid.clone(),
+                path: "c.txt".into(),
+                content: b"audited\n".to_vec(),
+                base_hash: ABSENT.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let change = r.change.unwrap();
+        assert_eq!(
+            (change.kind.as_str(), change.old_hash.as_str()),
+            ("added", ABSENT)
+        );
+        let mut s = c
+            .audit()
+            .list_audit(warden_tests::pb::ListAuditRequest {
+                session_id: sid,
+                after_seq: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut found = false;
+        while let Some(rec) = s.next().await {
+            let rec = rec.unwrap();
+            if rec.action == "file_change" {
+                assert!(
+                    rec.detail_json.contains("c.txt") && rec.detail_json.contains(&r.hash),
+                    "{}",
+                    rec.detail_json
+                );
+                found = true;
+            }
+        }
+        assert!(found, "no file_change audit record");
+    });
+}

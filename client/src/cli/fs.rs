@@ -15,8 +15,9 @@
 //! standard error. Exit codes: 0 done; 1 refused or failed (the reason on
 //! standard error: path rules, missing file, a patch that does not apply,
 //! too large) and, for grep, no match; 126 when policy refused a write or
-//! patch (`warden: denied` / `warden: approval required`; `--yes` grants an
-//! ask once); 125 for Warden's own failures (daemon unreachable).
+//! patch (`warden: denied` / `warden: approval required` / `warden:
+//! approval expired`; `--yes` grants an ask once, `warden approve ID` grants
+//! the request the refusal names for a retry of the same call); 125 for Warden's own failures (daemon unreachable).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -141,7 +142,8 @@ pub fn status_code(s: &tonic::Status) -> i32 {
     match s.code() {
         tonic::Code::PermissionDenied
             if s.message().starts_with("denied")
-                || s.message().starts_with("approval required") =>
+                || s.message().starts_with("approval required")
+                || s.message().starts_with("approval expired") =>
         {
             EXIT_REFUSED
         }

@@ -52,9 +52,16 @@ fn change_to_proto(c: &FileChange) -> pb::FileChange {
 }
 
 /// The protected paths of a session's policy beyond the defaults (the
-/// `[sandbox]` section's `protected_paths`, once that section carries them).
-fn protected_of(_session: &Session) -> Vec<String> {
-    Vec::new()
+/// `[sandbox]` section's `protected_paths`, workspace-relative).
+fn protected_of(session: &Session) -> Vec<String> {
+    session
+        .policy
+        .file
+        .sandbox
+        .protected_paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
 }
 
 impl FilesService {
@@ -121,21 +128,9 @@ impl Files for FilesService {
         let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
-                // Preview: the diff against the current content (none for a
-                // file that is absent, binary or too large to read whole).
-                let diff = match ws.read_file(&r.path, 0, None) {
-                    Ok(o) if o.binary || o.truncated => format!(
-                        "({} exists and is binary or large: no diff shown)",
-                        r.path
-                    ),
-                    Ok(o) => crate::workspace::unified_diff(
-                        Some(&r.path),
-                        Some(&r.path),
-                        o.content.as_bytes(),
-                        &r.content,
-                    ),
-                    Err(_) => crate::workspace::unified_diff(None, Some(&r.path), b"", &r.content),
-                };
+                // Preview: the diff against the current content (empty for
+                // binary files or when the write will fail anyway).
+                let diff = ws.diff_for_write(&r.path, &r.content);
                 let call = FileToolCall {
                     tool: "write_file",
                     session_id: &s.id,

@@ -540,6 +540,32 @@ impl Workspace {
         Ok(())
     }
 
+    /// The unified diff `write_file(path, content)` would make now, for an
+    /// approval preview; empty when it cannot be computed (the write itself
+    /// then reports why) or either side is binary.
+    pub fn diff_for_write(&self, path: &str, content: &[u8]) -> String {
+        let Ok(r) = self.resolve(path, true) else {
+            return String::new();
+        };
+        let Some(name) = r.name.as_deref() else {
+            return String::new();
+        };
+        let old = if r.dirs_exist() {
+            match self.current(&r.parent, name, &r.rel) {
+                Ok(c) => c,
+                Err(_) => return String::new(),
+            }
+        } else {
+            Current::absent()
+        };
+        unified_diff(
+            old.exists.then_some(r.rel.as_str()),
+            Some(r.rel.as_str()),
+            &old.content,
+            content,
+        )
+    }
+
     /// Writes `content` to `path` atomically (temp file in the same
     /// directory, fsync, rename, fsync of the directory), creating missing
     /// parent directories. An existing file keeps its permission bits
