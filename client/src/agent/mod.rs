@@ -12,6 +12,7 @@ pub mod approver;
 pub mod context;
 pub mod openai;
 pub mod provider;
+pub mod resume;
 pub mod script;
 pub mod tools;
 
@@ -371,6 +372,10 @@ impl Agent<'_> {
                 self.record(&history, step, &report, resp.usage, cost).await;
                 break RunOutcome::Done;
             }
+            // Record the assistant turn before any tool runs, so a crash
+            // during the tools leaves a history that `--resume` completes
+            // from the step journal (no tool call without a result).
+            self.record(&history, step, &report, resp.usage, cost).await;
             let step_id = format!("{}-{step}", self.run_id);
             let mut interrupted_now = false;
             for (i, call) in calls.iter().enumerate() {
@@ -428,7 +433,8 @@ impl Agent<'_> {
                 report.tool_calls.push(rec);
                 history.push(Message::tool_result(&call.id, o.text));
             }
-            self.record(&history, step, &report, resp.usage, cost).await;
+            self.record(&history, step, &report, provider::Usage::default(), 0)
+                .await;
             if interrupted_now {
                 break RunOutcome::Interrupted;
             }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::{connect, say, GlobalArgs};
 use crate::agent::approver::{self, Approver};
 use crate::agent::provider::Message;
+use crate::agent::resume::{complete_dangling_calls, history_from_state, Choice};
 use crate::agent::{self, Agent, AgentEvent, Observer, RunConfig, RunReport};
 use crate::pb;
 
@@ -66,6 +67,10 @@ pub struct RunArgs {
     /// Write the audit log, the final diff, the trace and a summary here.
     #[arg(long, value_name = "DIR")]
     pub artifacts: Option<PathBuf>,
+    /// Resume an interrupted run: its workspace, policy, model and task come
+    /// from the run record (--model may override the model).
+    #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["workspace", "policy", "task"])]
+    pub resume: Option<String>,
     /// The task for the agent.
     #[arg(value_name = "TASK")]
     pub task: Option<String>,
@@ -317,8 +322,161 @@ pub async fn write_artifacts(
     Ok(())
 }
 
+fn ask_decision(s: &pb::StepStatus) -> Choice {
+    use std::io::BufRead;
+    if !std::io::stdin().is_terminal() {
+        return Choice::Skip;
+    }
+    eprint!(
+        "warden: tool call {} ({}) started but never completed and is not idempotent.\n  known effects: {}\n  [r]e-run / [s]kip / s[t]op? ",
+        s.tool_call_id,
+        s.tool,
+        s.effects.join("; ")
+    );
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    match line.trim() {
+        "r" | "rerun" | "re-run" => Choice::Rerun,
+        "t" | "stop" => Choice::Stop,
+        _ => Choice::Skip,
+    }
+}
+
+async fn resume(args: RunArgs, run_id: String, global: &GlobalArgs) -> i32 {
+    let client = match connect(global).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let run = match client
+        .runs()
+        .get_run(pb::GetRunRequest {
+            run_id: run_id.clone(),
+        })
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(s) => {
+            say(s.message());
+            return 1;
+        }
+    };
+    let model = args.model.clone().unwrap_or_else(|| run.model.clone());
+    let provider = match agent::provider_from_spec(&model) {
+        Ok(p) => p,
+        Err(e) => {
+            say(e);
+            return EXIT_USAGE;
+        }
+    };
+    let plan = match client
+        .runs()
+        .resume(pb::ResumeRequest {
+            run_id: run_id.clone(),
+        })
+        .await
+    {
+        Ok(p) => p.into_inner(),
+        Err(s) => {
+            say(s.message());
+            return 1;
+        }
+    };
+    if !args.json {
+        eprintln!(
+            "warden run --resume {run_id} · model {model} · workspace {}",
+            run.workspace
+        );
+        if !plan.checkpoint_id.is_empty() {
+            eprintln!("  latest complete checkpoint: {}", plan.checkpoint_id);
+        }
+        if !plan.drifted.is_empty() {
+            eprintln!(
+                "  drifted since then (not overwritten): {}",
+                plan.drifted.join(", ")
+            );
+        }
+        for s in plan.steps.iter().filter(|s| s.action != "done") {
+            eprintln!(
+                "  {} {} ({}): {} — {}",
+                s.tool_call_id,
+                s.tool,
+                s.journal,
+                s.action,
+                s.effects.join("; ")
+            );
+        }
+    }
+    let approver = approver_for(args.approve);
+    let dispatcher = crate::agent::tools::Dispatcher {
+        client: &client,
+        session_id: run.session_id.clone(),
+        run_id: run_id.clone(),
+        approver: approver.as_ref(),
+        budget_bytes: RunConfig::default().tool_budget_bytes,
+    };
+    let mut history = history_from_state(&plan.state_json).unwrap_or_else(|| {
+        vec![
+            Message::system(agent::SYSTEM_PROMPT),
+            Message::user(run.task.clone()),
+        ]
+    });
+    if !complete_dangling_calls(&mut history, &plan, &dispatcher, &mut ask_decision).await {
+        say("stopped: the run stays interrupted and can be resumed again");
+        let _ = client
+            .runs()
+            .finish_run(pb::FinishRunRequest {
+                run_id: run_id.clone(),
+                status: "interrupted".into(),
+                reason: "stopped at resume".into(),
+            })
+            .await;
+        return 3;
+    }
+    history.push(Message::user(plan.note.clone()));
+    let config = RunConfig {
+        task: run.task.clone(),
+        max_steps: args.max_steps,
+        max_tokens: args.max_tokens,
+        max_cost_micros: (args.max_cost.max(0.0) * 1e6) as u64,
+        max_wall: Duration::from_secs(args.max_time),
+        context_window: args.context_window.map(|w| w as usize),
+        ..Default::default()
+    };
+    let mut progress = Progress::new(args.json);
+    progress.event(
+        &run_id,
+        &AgentEvent::RunStarted {
+            task: run.task.clone(),
+            model: model.clone(),
+            session_id: run.session_id.clone(),
+        },
+    );
+    let agent = Agent {
+        client: &client,
+        provider: provider.as_ref(),
+        approver: approver.as_ref(),
+        session_id: run.session_id.clone(),
+        run_id: run_id.clone(),
+        config,
+    };
+    let report = agent.run(history, &mut progress).await;
+    if !args.json {
+        print_summary(&report);
+    }
+    if let Some(dir) = &args.artifacts {
+        if let Err(e) = write_artifacts(&client, dir, &report).await {
+            say(format!("writing artifacts to {}: {e}", dir.display()));
+        }
+    }
+    let _ = client.close_session(&run.session_id).await;
+    report.outcome.exit_code()
+}
+
 /// Runs `warden run`; returns the exit code.
 pub async fn run(args: RunArgs, global: &GlobalArgs) -> i32 {
+    if let Some(id) = args.resume.clone() {
+        return resume(args, id, global).await;
+    }
     let Some(task) = args.task.clone().filter(|t| !t.trim().is_empty()) else {
         say("a TASK is required: warden run [OPTIONS] \"TASK\"");
         return EXIT_USAGE;

@@ -120,10 +120,40 @@ impl Runs for RunsService {
 
     async fn resume(
         &self,
-        _req: Request<pb::ResumeRequest>,
+        req: Request<pb::ResumeRequest>,
     ) -> Result<Response<pb::ResumePlan>, Status> {
-        Err(Status::unimplemented(
-            "Runs.Resume is not implemented in this build of wardend",
-        ))
+        let peer = peer(&req)?;
+        let run_id = req.into_inner().run_id;
+        let mgr = self.mgr.clone();
+        let plan = tokio::task::spawn_blocking(move || {
+            let view = mgr.checkpoint_view();
+            mgr.resume(peer, &run_id, view.as_ref())
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(status)?;
+        Ok(Response::new(pb::ResumePlan {
+            run_id: plan.run_id,
+            checkpoint_id: plan.checkpoint_id,
+            drifted: plan.drifted,
+            steps: plan
+                .steps
+                .into_iter()
+                .map(|s| pb::StepStatus {
+                    step_id: s.step_id,
+                    tool_call_id: s.tool_call_id,
+                    tool: s.tool,
+                    journal: s.journal,
+                    idempotent: s.idempotent,
+                    side_effects: s.side_effects,
+                    action: s.action,
+                    effects: s.effects,
+                    result_json: s.result_json,
+                })
+                .collect(),
+            note: plan.note,
+            state_json: plan.state_json,
+            resume_from_step: plan.resume_from_step,
+        }))
     }
 }

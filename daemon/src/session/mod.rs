@@ -8,6 +8,7 @@
 mod approve;
 pub mod exec;
 pub mod journal;
+pub mod resume;
 
 pub use approve::FileToolCall;
 pub mod runs;
