@@ -735,3 +735,53 @@ fn markers_round_trip_through_restore() {
         assert_eq!(r.restore_markers(&red).unwrap(), text, "{kind}");
     }
 }
+
+/// `warden redact` runs in-process (no daemon: none is started here),
+/// exits 0 with or without findings, and `--json` never prints values.
+#[test]
+fn cli_redacts_stdin_without_a_daemon() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let run = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warden-under-test"))
+            .arg("redact")
+            .args(args)
+            .env("WARDEN_SOCKET", "/nonexistent/warden.sock")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn warden");
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            out.stderr,
+        )
+    };
+    let secret = "glpat-Gejkc5bJFIoxSLivuGvI";
+    let input = format!("clean line\nGITLAB_TOKEN={secret}\n\u{1F600} done\n");
+    let (code, out, err) = run(&["--no-env"], input.as_bytes());
+    assert_eq!(code, Some(0), "stderr: {}", String::from_utf8_lossy(&err));
+    assert!(!out.contains(secret));
+    assert!(
+        out.starts_with("clean line\nGITLAB_TOKEN=[REDACTED:gitlab-token:")
+            && out.ends_with("]\n\u{1F600} done\n"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["--json", "--no-env"], input.as_bytes());
+    assert_eq!(code, Some(0));
+    assert!(!out.contains(secret));
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["redactions"], 1);
+    assert_eq!(v["findings"][0]["rule"], "gitlab-token");
+    let start = input.find(secret).unwrap();
+    assert_eq!(v["findings"][0]["start"], start);
+    assert_eq!(v["findings"][0]["end"], start + secret.len());
+    let (code, out, _) = run(&["--no-env"], b"nothing secret here\n");
+    assert_eq!((code, out.as_str()), (Some(0), "nothing secret here\n"));
+    let (code, _, err) = run(&["--policy", "/nonexistent/policy.toml"], b"x");
+    assert_eq!(code, Some(125));
+    assert!(String::from_utf8_lossy(&err).contains("redact"));
+}

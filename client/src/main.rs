@@ -35,6 +35,8 @@ enum Command {
     Demo(cli::demo::DemoArgs),
     /// Report which sandbox mechanisms work here; `--attacks` runs an escape battery.
     Doctor(cli::doctor::DoctorArgs),
+    /// Redact secrets from standard input to standard output (no daemon needed).
+    Redact(cli::redact::RedactArgs),
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
     let code = match cli.command {
         Command::Daemon(args) => cli::daemon::run(args),
         Command::Doctor(args) => cli::doctor::run(args),
+        Command::Redact(args) => cli::redact::run(args),
         command => {
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -70,7 +73,7 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Run(args) => cli::run::run(args, &global).await,
         Command::Demo(args) => cli::demo::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
-        Command::Daemon(_) | Command::Doctor(_) => {
+        Command::Daemon(_) | Command::Doctor(_) | Command::Redact(_) => {
             unreachable!("handled before the runtime starts")
         }
     }

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod doctor;
 pub mod exec;
 pub mod fs;
+pub mod redact;
 pub mod run;
 
 /// Exit code: the command timed out (as timeout(1)).

@@ -9,7 +9,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::rules::{Post, RuleDef, Window, LINE_CAP, RULES};
-use super::{entropy, keyed, known, pem, PiiSettings, RedactError};
+use super::{entropy, k8s, keyed, known, pem, PiiSettings, RedactError};
 
 /// What a keyword hit triggers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,7 @@ enum Target {
     Rule(usize),
     Keyed,
     Pem,
+    K8s,
     Known,
     Marker,
 }
@@ -106,6 +107,9 @@ impl Engine {
         if !disabled.iter().any(|x| x == "private-key") {
             add(b"-----begin ", Target::Pem, &mut pats, &mut targets);
         }
+        if !disabled.iter().any(|x| x == "kubernetes-secret") {
+            add(b"kind:", Target::K8s, &mut pats, &mut targets);
+        }
         add(
             MARKER_PREFIX.as_bytes(),
             Target::Marker,
@@ -179,6 +183,7 @@ impl Engine {
         let mut rule_hits: Vec<Vec<usize>> = vec![Vec::new(); self.rules.len()];
         let mut keyed_hits: Vec<usize> = Vec::new();
         let mut pem_hits: Vec<usize> = Vec::new();
+        let mut k8s_hits: Vec<usize> = Vec::new();
         let mut marker_hits: Vec<usize> = Vec::new();
         let mut hits: Vec<Hit> = Vec::new();
         for m in self.ac.find_overlapping_iter(text) {
@@ -193,6 +198,7 @@ impl Engine {
                     }
                     Target::Keyed => keyed_hits.push(m.start()),
                     Target::Pem => pem_hits.push(m.start()),
+                    Target::K8s => k8s_hits.push(m.start()),
                     Target::Marker => marker_hits.push(m.start()),
                     Target::Known => {
                         if let Some(exact) = &self.known_bytes[pid] {
@@ -293,6 +299,18 @@ impl Engine {
                     rule: "private-key",
                     prio: 4,
                     open_block: !p.complete && p.end + 2 >= text.len(),
+                });
+            }
+        }
+        for pos in k8s_hits {
+            for (s, e) in k8s::scan_at(text, pos) {
+                hits.push(Hit {
+                    ctx_start: s.min(pos),
+                    start: s,
+                    end: e,
+                    rule: "kubernetes-secret",
+                    prio: 3,
+                    open_block: false,
                 });
             }
         }

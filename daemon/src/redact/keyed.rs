@@ -55,6 +55,22 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "kucoin",
     "sendbird",
     "sourcegraph",
+    "messagebird",
+    "sendbird",
+    "asana",
+    "plaid",
+    "looker",
+    "linkedin",
+    "bitbucket",
+    "alibaba",
+    "adobe",
+    "datadog",
+    "dropbox",
+    "mailgun",
+    "mapbox",
+    "twilio",
+    "zendesk",
+    "shopify",
 ];
 
 /// Vendor names that make a weak key (gitleaks' semi-generic rules).
@@ -843,14 +859,36 @@ pub(crate) fn is_template(v: &[u8]) -> bool {
 /// of the user when the password is empty (`-u token:`). `None` when the
 /// secret part is a placeholder (`user:pass`, `$USER:$PASS`, `[PASSWORD]`).
 pub(crate) fn user_pass(v: &[u8]) -> Option<(usize, usize)> {
-    let colon = v.iter().position(|&b| b == b':')?;
-    let (user, pass) = (&v[..colon], &v[colon + 1..]);
+    // `"user:pass"` quoted as a whole
+    if v.len() >= 3 && matches!(v[0], b'"' | b'\'') && v[v.len() - 1] == v[0] {
+        let inner = &v[1..v.len() - 1];
+        if !inner.contains(&v[0]) {
+            return user_pass(inner).map(|(s, e)| (s + 1, e + 1));
+        }
+    }
+    let colon = match v.first() {
+        Some(&q @ (b'"' | b'\'')) => 1 + v[1..].iter().position(|&b| b == q)? + 1,
+        _ => v.iter().position(|&b| b == b':')?,
+    };
+    if v.get(colon) != Some(&b':') {
+        return None;
+    }
+    let unquote = |s: usize, e: usize| {
+        if e >= s + 2 && matches!(v[s], b'"' | b'\'') && v[e - 1] == v[s] {
+            (s + 1, e - 1)
+        } else {
+            (s, e)
+        }
+    };
+    let (us, ue) = unquote(0, colon);
+    let (ps, pe) = unquote(colon + 1, v.len());
+    let (user, pass) = (&v[us..ue], &v[ps..pe]);
     if is_placeholder(user) && !user.is_empty() && (pass.is_empty() || is_placeholder(pass)) {
         return None;
     }
     if pass.is_empty() {
         if user.len() >= 8 && user.iter().any(u8::is_ascii_digit) && !is_placeholder(user) {
-            return Some((0, colon));
+            return Some((us, ue));
         }
         return None;
     }
@@ -858,7 +896,7 @@ pub(crate) fn user_pass(v: &[u8]) -> Option<(usize, usize)> {
     {
         return None;
     }
-    Some((colon + 1, v.len()))
+    Some((ps, pe))
 }
 
 /// True for a value made of words (`SalesResults-1.2`, `MySecretManagerKey`,
@@ -1250,6 +1288,18 @@ pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize) -> Option<KeyedHit> {
     if value.eq_ignore_ascii_case(key) {
         return None;
     }
+    // a value that is itself the name of a secret (`secretKey: api-key`,
+    // `passwordField: password_input`) refers to one, it is not one
+    let name_like = value.iter().any(|b| matches!(b, b'_' | b'-' | b'.'))
+        || value.iter().skip(1).any(u8::is_ascii_uppercase);
+    if name_like
+        && value
+            .iter()
+            .all(|b| b.is_ascii_alphabetic() || matches!(b, b'_' | b'-' | b'.'))
+        && classify_key(value) != KeyClass::None
+    {
+        return None;
+    }
     if !quoted && is_code(value) {
         return None;
     }
@@ -1388,6 +1438,30 @@ mod tests {
             find("https://x.example/cb?state=1&access_token=AbC123xyz789&x=1").as_deref(),
             Some("AbC123xyz789")
         );
+    }
+
+    #[test]
+    fn user_pass_parts() {
+        let part = |v: &str| user_pass(v.as_bytes()).map(|(s, e)| v[s..e].to_string());
+        assert_eq!(part("deploy:Depl0y-Pw").as_deref(), Some("Depl0y-Pw"));
+        assert_eq!(part("'johns:h0pk1ns~21s'").as_deref(), Some("h0pk1ns~21s"));
+        assert_eq!(part("\":d2LkV78zLx!t\"").as_deref(), Some("d2LkV78zLx!t"));
+        assert_eq!(part("\"d2LkV78zLx!t:\"").as_deref(), Some("d2LkV78zLx!t"));
+        assert_eq!(
+            part("kevin:'pRf7vG2h1L8nQkW9'").as_deref(),
+            Some("pRf7vG2h1L8nQkW9")
+        );
+        for p in [
+            "user:pass",
+            "test:test",
+            "$USER:$PASS",
+            "xxx:yyy",
+            "neo4j:[PASSWORD]",
+            "1000:1000",
+            ":",
+        ] {
+            assert_eq!(part(p), None, "{p}");
+        }
     }
 
     #[test]

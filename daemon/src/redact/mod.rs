@@ -23,6 +23,7 @@
 //! passes output through on failure: the output is withheld.
 
 mod engine;
+mod k8s;
 mod keyed;
 mod known;
 mod pem;
@@ -499,6 +500,14 @@ impl Redactor {
             _ => Ok(self.redact_bytes(content)),
         }
     }
+}
+
+/// The built-in rules' regex patterns (byte regexes, Unicode off), for
+/// benchmarks that compare the keyword-prefiltered scanner with a plain
+/// regex scan.
+#[doc(hidden)]
+pub fn rule_patterns() -> Vec<&'static str> {
+    rules::RULES.iter().map(|d| d.pattern).collect()
 }
 
 fn marker_regex() -> &'static regex::Regex {
