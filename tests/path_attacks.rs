@@ -1027,3 +1027,74 @@ fn e2e_policy_protected_paths_and_audit_of_changes() {
         assert!(found, "no file_change audit record");
     });
 }
+
+/// Read and grep output goes through the redactor, and grep matches the
+/// redacted text, so a pattern cannot probe a secret character by character.
+#[test]
+fn e2e_read_and_grep_are_redacted() {
+    let (d, _base, ws) = e2e_fixture();
+    let token = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5";
+    fs::write(
+        ws.join("cfg.env"),
+        format!("# config\nGITHUB_TOKEN={token}\nname=demo\n"),
+    )
+    .unwrap();
+    let o = fs_cli(&d, &ws, &["read", "cfg.env"], None);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !out.contains(token) && out.contains("REDACTED") && out.contains("name=demo"),
+        "{out}"
+    );
+    let o = fs_cli(&d, &ws, &["grep", "GITHUB_TOKEN"], None);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("cfg.env:2:") && !out.contains(token),
+        "{out}"
+    );
+    // Probing for the secret's characters finds nothing.
+    let o = fs_cli(&d, &ws, &["grep", "ghp_aB3d"], None);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(o.stdout.is_empty());
+}
+
+/// A workspace root whose path is replaced by a symlink after the session
+/// was opened is not followed.
+#[test]
+fn e2e_workspace_root_swapped_for_a_symlink() {
+    let (d, base, ws) = e2e_fixture();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = d.client().await;
+        let sid = c.create_session(&ws, None).await.unwrap().id;
+        let elsewhere = base.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::write(elsewhere.join("a.txt"), SECRET).unwrap();
+        fs::rename(&ws, base.path().join("ws.moved")).unwrap();
+        symlink(&elsewhere, &ws).unwrap();
+        let e = c
+            .files()
+            .read_file(warden_tests::pb::ReadFileRequest {
+                session_id: sid,
+                path: "a.txt".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+        assert!(!e.message().contains("TOP SECRET"));
+    });
+}

@@ -86,6 +86,15 @@ impl FilesService {
                 Limits::default(),
             )
             .map_err(ws_status)?;
+            // The session's root is canonical; if its path now resolves
+            // elsewhere (a component replaced by a symlink), refuse.
+            if ws.root_path() != session.workspace {
+                return Err(Status::failed_precondition(format!(
+                    "workspace {} now resolves to {}: refusing to follow it",
+                    session.workspace.display(),
+                    ws.root_path().display()
+                )));
+            }
             f(&session, &ws)
         })
         .await
