@@ -11,15 +11,15 @@
 //! its link, and a cut-off tail is shorter than the head file says.
 //!
 //! Durability: every append commits its SQLite transaction (WAL,
-//! `synchronous=FULL`) and then replaces the head file atomically (temp
-//! file, fsync, rename, fsync of the directory; see rename(2), fsync(2)).
+//! `synchronous=FULL`) and then writes the head into one of the head file's
+//! two checksummed slots with one `fdatasync` (a torn write leaves the other
+//! slot, the previous head, intact; see pwrite(2), fdatasync(2)).
 //! When [`AuditLog::append`] returns `Ok`, the record is on disk: callers
 //! append `exec_start` before they start a command and refuse to start it
 //! when the append fails.
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -265,9 +265,46 @@ fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
     })
 }
 
-/// Reads the head file: `None` when it does not exist.
+/// Bytes of one head slot in the head file.
+const HEAD_SLOT: usize = 128;
+
+/// One head slot: `warden-audit-head v1 SEQ HASH CHECK`, padded with spaces
+/// to [`HEAD_SLOT`] bytes ending in a newline; CHECK is 16 hex of BLAKE3 of
+/// the text before it, so a torn write is recognised.
+fn encode_slot(head: &Head) -> [u8; HEAD_SLOT] {
+    let body = format!("warden-audit-head v1 {} {}", head.seq, head.hash);
+    let check = blake3::hash(body.as_bytes()).to_hex();
+    let line = format!("{body} {}", &check[..16]);
+    let mut slot = [b' '; HEAD_SLOT];
+    slot[..line.len()].copy_from_slice(line.as_bytes());
+    slot[HEAD_SLOT - 1] = b'\n';
+    slot
+}
+
+fn decode_slot(slot: &[u8]) -> Option<Head> {
+    let text = std::str::from_utf8(slot).ok()?.trim_end();
+    let (body, check) = text.rsplit_once(' ')?;
+    if blake3::hash(body.as_bytes()).to_hex()[..16] != *check {
+        return None;
+    }
+    let rest = body.strip_prefix("warden-audit-head v1 ")?;
+    let (seq, hash) = rest.split_once(' ')?;
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(Head {
+        seq: seq.parse().ok()?,
+        hash: hash.to_string(),
+    })
+}
+
+/// Reads the head file: `None` when it does not exist; the valid slot with
+/// the highest seq otherwise.
+///
+/// Errors: [`AuditError::HeadFile`] when it cannot be read,
+/// [`AuditError::HeadParse`] when no slot is valid.
 fn read_head(path: &Path) -> Result<Option<Head>, AuditError> {
-    let content = match std::fs::read_to_string(path) {
+    let bytes = match std::fs::read(path) {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -277,35 +314,44 @@ fn read_head(path: &Path) -> Result<Option<Head>, AuditError> {
             })
         }
     };
-    serde_json::from_str::<Head>(&content)
-        .ok()
-        .filter(|h| h.hash.len() == 64 && h.hash.bytes().all(|b| b.is_ascii_hexdigit()))
+    bytes
+        .chunks(HEAD_SLOT)
+        .take(2)
+        .filter_map(decode_slot)
+        .max_by_key(|h| h.seq)
         .map(Some)
         .ok_or_else(|| AuditError::HeadParse {
             path: path.to_path_buf(),
-            content: content.chars().take(200).collect(),
+            content: String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
         })
 }
 
-/// Replaces the head file atomically and durably: write a temp file in the
-/// same directory, fsync it, rename it over the old one, fsync the directory.
+/// Records `head` in the head file durably with one data sync: the file
+/// has two slots and seq N goes to slot N % 2, so a write torn by a crash
+/// leaves the other slot (the previous head) intact (pwrite(2),
+/// fdatasync(2)). A new file's directory entry is synced too.
 fn write_head(path: &Path, head: &Head) -> Result<(), AuditError> {
+    use std::os::unix::fs::FileExt;
     let err = |source| AuditError::HeadFile {
         path: path.to_path_buf(),
         source,
     };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension("head.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(err)?;
-    let body = serde_json::to_string(head).expect("head serializes");
-    f.write_all(body.as_bytes()).map_err(err)?;
-    f.write_all(b"\n").map_err(err)?;
-    f.sync_all().map_err(err)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(err)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
+    let existed = path.exists();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
         .map_err(err)?;
+    f.write_all_at(&encode_slot(head), (head.seq % 2) * HEAD_SLOT as u64)
+        .map_err(err)?;
+    f.sync_data().map_err(err)?;
+    if !existed {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(err)?;
+    }
     Ok(())
 }
 
@@ -1056,6 +1102,28 @@ mod tests {
         std::fs::remove_file(&head).unwrap();
         let r = verify_chain(&db, &head).unwrap();
         assert_eq!((r.ok, r.kind), (false, Some(BreakKind::HeadMissing)));
+    }
+
+    #[test]
+    fn head_slots_survive_a_torn_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(HEAD_FILE);
+        let h = |seq| Head {
+            seq,
+            hash: blake3::hash(&[seq as u8]).to_hex().to_string(),
+        };
+        write_head(&p, &h(1)).unwrap();
+        assert_eq!(read_head(&p).unwrap(), Some(h(1)));
+        write_head(&p, &h(2)).unwrap();
+        write_head(&p, &h(3)).unwrap();
+        assert_eq!(read_head(&p).unwrap(), Some(h(3)));
+        // Tear the slot of seq 3: the previous head is what remains.
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[HEAD_SLOT + 30] ^= 0x01;
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(read_head(&p).unwrap(), Some(h(2)));
+        std::fs::write(&p, b"garbage").unwrap();
+        assert!(matches!(read_head(&p), Err(AuditError::HeadParse { .. })));
     }
 
     #[test]
