@@ -139,6 +139,18 @@ pub struct Finding {
 /// Rule id of output withheld because the scanner failed.
 pub const WITHHELD_RULE: &str = "withheld";
 
+/// Compiled scanners kept for reuse, by settings.
+static ENGINE_CACHE: Mutex<Vec<(RedactSettings, Arc<Shared>)>> = Mutex::new(Vec::new());
+const MAX_CACHED_ENGINES: usize = 16;
+/// Marker memories of recent sessions, oldest first.
+static SESSION_VAULTS: Mutex<Vec<(String, Arc<Mutex<Vault>>)>> = Mutex::new(Vec::new());
+const MAX_SESSION_VAULTS: usize = 1024;
+
+fn process_key() -> &'static [u8; 32] {
+    static KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    KEY.get_or_init(random_key)
+}
+
 /// Most marker -> value pairs a session remembers for restoring.
 const VAULT_MAX_ENTRIES: usize = 65_536;
 /// Most bytes of values a session remembers for restoring.
@@ -236,7 +248,65 @@ impl Redactor {
         Redactor::build(settings, &[])
     }
 
+    /// The redactor of session `session_id` under `settings`: the compiled
+    /// rules are shared by every caller with equal settings (built once per
+    /// process), the marker key is derived from a per-process random key and
+    /// the session id (so markers are stable across all of the session's
+    /// calls), and the marker memory is the session's (so a write can
+    /// restore markers issued by an earlier read). The daemon keeps the
+    /// memory of the 1024 most recently created sessions; markers of older
+    /// sessions, or from before a daemon restart, cannot be restored
+    /// ([`RedactError::UnknownMarker`]). Invalid settings withhold every
+    /// output, as with [`Redactor::new`].
+    pub fn for_session_id(settings: &RedactSettings, session_id: &str) -> Redactor {
+        let base = Redactor::new(settings);
+        let key = blake3::keyed_hash(process_key(), session_id.as_bytes());
+        let vault = {
+            let mut sessions = SESSION_VAULTS.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(v) = sessions.iter().find(|(id, _)| id == session_id) {
+                v.1.clone()
+            } else {
+                if sessions.len() >= MAX_SESSION_VAULTS {
+                    sessions.remove(0);
+                }
+                let v: Arc<Mutex<Vault>> = Arc::default();
+                sessions.push((session_id.to_string(), v.clone()));
+                v
+            }
+        };
+        Redactor {
+            shared: base.shared,
+            key: *key.as_bytes(),
+            vault,
+        }
+    }
+
     fn build(settings: &RedactSettings, extra: &[Vec<u8>]) -> Result<Redactor, RedactError> {
+        if extra.is_empty() {
+            let cache = ENGINE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, shared)) = cache.iter().find(|(s, _)| s == settings) {
+                return Ok(Redactor {
+                    shared: shared.clone(),
+                    key: random_key(),
+                    vault: Arc::default(),
+                });
+            }
+        }
+        let r = Redactor::build_uncached(settings, extra)?;
+        if extra.is_empty() {
+            let mut cache = ENGINE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= MAX_CACHED_ENGINES {
+                cache.remove(0);
+            }
+            cache.push((settings.clone(), r.shared.clone()));
+        }
+        Ok(r)
+    }
+
+    fn build_uncached(
+        settings: &RedactSettings,
+        extra: &[Vec<u8>],
+    ) -> Result<Redactor, RedactError> {
         if !(256..=65536).contains(&settings.stream_window_bytes) {
             return Err(RedactError::Settings(format!(
                 "stream_window_bytes = {} is outside 256..=65536",

@@ -244,3 +244,19 @@ fn env_secrets_are_known() {
     assert!(!out.contains("plainLookingValue2024"), "{out}");
     std::env::remove_var("WARDEN_REDACT_TEST_API_TOKEN");
 }
+
+#[test]
+fn session_redactors_share_key_and_memory() {
+    let a = Redactor::for_session_id(&quiet(), "session-a");
+    let a2 = Redactor::for_session_id(&quiet(), "session-a");
+    let b = Redactor::for_session_id(&quiet(), "session-b");
+    let (ra, _) = a.redact(GH);
+    assert_eq!(a2.redact(GH).0, ra);
+    assert_ne!(b.redact(GH).0, ra);
+    // a marker read by one call is restored by another call of the same session
+    assert_eq!(a2.restore_markers(&ra).unwrap(), GH);
+    assert!(matches!(
+        b.restore_markers(&ra),
+        Err(RedactError::UnknownMarker { .. })
+    ));
+}
