@@ -77,6 +77,7 @@ pub const ALL_MIGRATIONS: &[&Migrations] = &[
     &SESSION_MIGRATIONS,
     &crate::approval::APPROVAL_MIGRATIONS,
     &crate::session::journal::JOURNAL_MIGRATIONS,
+    &crate::checkpoint::MIGRATIONS,
 ];
 
 /// A handle on the state database. Cheap to clone; one connection behind a

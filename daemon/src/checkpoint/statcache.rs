@@ -1,0 +1,149 @@
+//! The stat cache: for each regular file of a workspace, the `stat` fields
+//! (size, mtime, ctime, inode, mode) it had when it was hashed, and the hash.
+//! An unchanged re-snapshot then hashes nothing, like git's index (see git's
+//! `Documentation/technical/racy-git.txt`). An entry whose ctime is within
+//! [`RACY_MARGIN_NS`] of the walk start is not cached ("racily clean"): a
+//! write in the same timestamp tick would otherwise go unseen.
+//!
+//! Stored as `<state>/statcache/<hex16 of BLAKE3(workspace path)>.bin`,
+//! written to a temp file and renamed, with a trailing BLAKE3 checksum; a
+//! torn or foreign file is ignored (everything gets rehashed), never trusted.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// ctime this close (ns) to the walk start makes an entry racy. Larger than
+/// the kernel's coarse clock tick (at most 10 ms at HZ=100).
+pub(crate) const RACY_MARGIN_NS: i64 = 50_000_000;
+
+const MAGIC: &[u8; 8] = b"wstat01\n";
+
+/// The fields compared to decide that a file is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatKey {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub ino: u64,
+    pub mode: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CacheEntry {
+    pub key: StatKey,
+    pub hash: blake3::Hash,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct StatCache {
+    pub map: HashMap<String, CacheEntry>,
+}
+
+impl StatCache {
+    pub(crate) fn file_for(state_dir: &Path, workspace: &Path) -> PathBuf {
+        let h = blake3::hash(workspace.as_os_str().as_encoded_bytes());
+        state_dir
+            .join("statcache")
+            .join(format!("{}.bin", &h.to_hex()[..16]))
+    }
+
+    /// Loads a cache file; any problem yields an empty cache.
+    pub(crate) fn load(path: &Path) -> StatCache {
+        fs::read(path)
+            .ok()
+            .and_then(|b| Self::decode(&b))
+            .unwrap_or_default()
+    }
+
+    fn decode(b: &[u8]) -> Option<StatCache> {
+        if b.len() < MAGIC.len() + 8 + 32 || &b[..8] != MAGIC {
+            return None;
+        }
+        let (body, sum) = b.split_at(b.len() - 32);
+        if blake3::hash(body).as_bytes() != sum {
+            return None;
+        }
+        let mut r = &body[8..];
+        let n = take_u64(&mut r)? as usize;
+        let mut map = HashMap::with_capacity(n.min(1 << 22));
+        for _ in 0..n {
+            let plen = take_u64(&mut r)? as usize;
+            if r.len() < plen {
+                return None;
+            }
+            let path = std::str::from_utf8(&r[..plen]).ok()?.to_string();
+            r = &r[plen..];
+            let size = take_u64(&mut r)?;
+            let mtime_ns = take_u64(&mut r)? as i64;
+            let ctime_ns = take_u64(&mut r)? as i64;
+            let ino = take_u64(&mut r)?;
+            let mode = take_u64(&mut r)? as u32;
+            if r.len() < 32 {
+                return None;
+            }
+            let mut h = [0u8; 32];
+            h.copy_from_slice(&r[..32]);
+            r = &r[32..];
+            map.insert(
+                path,
+                CacheEntry {
+                    key: StatKey {
+                        size,
+                        mtime_ns,
+                        ctime_ns,
+                        ino,
+                        mode,
+                    },
+                    hash: blake3::Hash::from_bytes(h),
+                },
+            );
+        }
+        r.is_empty().then_some(StatCache { map })
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(16 + self.map.len() * 112);
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&(self.map.len() as u64).to_le_bytes());
+        for (p, e) in &self.map {
+            b.extend_from_slice(&(p.len() as u64).to_le_bytes());
+            b.extend_from_slice(p.as_bytes());
+            for v in [
+                e.key.size,
+                e.key.mtime_ns as u64,
+                e.key.ctime_ns as u64,
+                e.key.ino,
+                e.key.mode as u64,
+            ] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            b.extend_from_slice(e.hash.as_bytes());
+        }
+        let sum = blake3::hash(&b);
+        b.extend_from_slice(sum.as_bytes());
+        b
+    }
+
+    /// Writes the cache atomically (temp + rename, no fsync: the file is a
+    /// checksummed hint, a lost update only costs rehashing).
+    pub(crate) fn save(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        fs::write(&tmp, self.encode())?;
+        fs::rename(&tmp, path).inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })
+    }
+}
+
+fn take_u64(r: &mut &[u8]) -> Option<u64> {
+    if r.len() < 8 {
+        return None;
+    }
+    let (a, rest) = r.split_at(8);
+    *r = rest;
+    Some(u64::from_le_bytes(a.try_into().ok()?))
+}

@@ -1,0 +1,934 @@
+//! [`CheckpointStore`]: the public face of the module (see the module docs).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+
+use cap_std::fs::Dir;
+use nix::fcntl::{Flock, FlockArg};
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+use super::blobs::BlobStore;
+use super::changes::{self, ChangeKind, FileChange};
+use super::records::{
+    self, Checkpoint, CheckpointFilter, CheckpointKind, CheckpointMeta, ExternalEffect, NewRecord,
+    SideEffects,
+};
+use super::restore;
+use super::snapshot::{self, EntryKind, Sink, Snapshot, WalkInput};
+use super::statcache::StatCache;
+use super::{store_err, CheckpointError, CheckpointSettings, Result};
+use crate::state::Db;
+
+/// Total patch text kept per checkpoint / diff, bytes.
+const PATCH_BUDGET: usize = 1 << 20;
+
+/// The latest complete checkpoint of a workspace, kept in memory.
+struct Latest {
+    id: String,
+    seq: i64,
+    snapshot: Arc<Snapshot>,
+    /// Blob hashes durable in the store (this snapshot's).
+    known: Arc<HashSet<blake3::Hash>>,
+}
+
+struct Inner {
+    state_dir: PathBuf,
+    db: Db,
+    blobs: BlobStore,
+    gc_lock: RwLock<()>,
+    ws_locks: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
+    step_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    caches: Mutex<HashMap<PathBuf, Arc<StatCache>>>,
+    latest: Mutex<HashMap<PathBuf, Arc<Latest>>>,
+}
+
+/// Checkpoints of every workspace, over one state dir. Cheap to clone.
+#[derive(Clone)]
+pub struct CheckpointStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for CheckpointStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointStore")
+            .field("state_dir", &self.inner.state_dir)
+            .finish()
+    }
+}
+
+/// Options of [`CheckpointStore::rollback`]. When neither `files` nor
+/// `conversation` is set, both are done.
+#[derive(Debug, Clone, Default)]
+pub struct RollbackOptions {
+    pub files: bool,
+    pub conversation: bool,
+    /// Also restore paths under `.git/`.
+    pub include_git: bool,
+    /// Roll back despite drift (the drifted state is checkpointed first, so
+    /// the rollback can itself be undone).
+    pub force: bool,
+}
+
+/// What a rollback did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RollbackReport {
+    /// The new checkpoint (kind `rollback`).
+    pub checkpoint_id: String,
+    /// The checkpoint rolled back to.
+    pub target_id: String,
+    /// What changed in the workspace.
+    pub restored: Vec<FileChange>,
+    /// Each `path: reason` that could not be restored.
+    pub not_restored: Vec<String>,
+    /// Steps after the target with external effects: not undone.
+    pub external_effects: Vec<ExternalEffect>,
+    /// Archive id of the conversation state that was replaced.
+    pub archived_branch_id: Option<String>,
+    /// Paths that had drifted (only with force).
+    pub drifted: Vec<String>,
+    /// The checkpoint recording the drifted state before a forced rollback.
+    pub drift_checkpoint_id: Option<String>,
+}
+
+/// A change set between two states, with the concatenated text patch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Diff {
+    pub changes: Vec<FileChange>,
+    pub patch: String,
+}
+
+/// What `gc` removed and kept.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GcReport {
+    pub checkpoints_deleted: u64,
+    pub checkpoints_kept: u64,
+    pub blobs_deleted: u64,
+    pub bytes_freed: u64,
+    pub bytes_kept: u64,
+}
+
+/// Which snapshot a new checkpoint's change set is computed against.
+enum Base<'a> {
+    Latest,
+    Id(&'a str),
+}
+
+fn lock_file(path: &Path, arg: FlockArg) -> Result<Flock<fs::File>> {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(store_err(path))?;
+    Flock::lock(f, arg).map_err(|(_, e)| store_err(path)(std::io::Error::from(e)))
+}
+
+fn under_git(p: &str) -> bool {
+    p == ".git" || p.starts_with(".git/")
+}
+
+impl CheckpointStore {
+    /// Opens the store under `state_dir` (blobs in `blobs/`, stat caches in
+    /// `statcache/`, locks in `locks/`), using `db` for the records (its
+    /// migrations must include [`super::MIGRATIONS`]). Errors:
+    /// [`CheckpointError::Store`] when the directories cannot be created.
+    pub fn open(state_dir: &Path, db: Db) -> Result<CheckpointStore> {
+        let blobs = BlobStore::open(state_dir)?;
+        for d in ["statcache", "locks"] {
+            let p = state_dir.join(d);
+            fs::create_dir_all(&p).map_err(store_err(&p))?;
+        }
+        Ok(CheckpointStore {
+            inner: Arc::new(Inner {
+                state_dir: state_dir.to_path_buf(),
+                db,
+                blobs,
+                gc_lock: RwLock::new(()),
+                ws_locks: Mutex::new(HashMap::new()),
+                step_locks: Mutex::new(HashMap::new()),
+                caches: Mutex::new(HashMap::new()),
+                latest: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The state database.
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// An async mutex per workspace, for callers that must keep one step's
+    /// pre-checkpoint, run and post-checkpoint together (one writer per
+    /// workspace). The store's own methods lock internally as well.
+    pub fn step_lock(&self, workspace: &Path) -> Arc<tokio::sync::Mutex<()>> {
+        let ws = canonical(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+        let mut m = self
+            .inner
+            .step_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        m.entry(ws).or_default().clone()
+    }
+
+    fn with_ws_lock<T>(&self, ws: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let m = {
+            let mut locks = self
+                .inner
+                .ws_locks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            locks.entry(ws.to_path_buf()).or_default().clone()
+        };
+        let _g = m.lock().unwrap_or_else(|p| p.into_inner());
+        let h = blake3::hash(ws.as_os_str().as_encoded_bytes());
+        let lock_path = self
+            .inner
+            .state_dir
+            .join("locks")
+            .join(format!("{}.lock", &h.to_hex()[..16]));
+        let _f = lock_file(&lock_path, FlockArg::LockExclusive)?;
+        let _gc = self.inner.gc_lock.read().unwrap_or_else(|p| p.into_inner());
+        let gc_path = self.inner.blobs.root().join(".lock");
+        let _gcf = lock_file(&gc_path, FlockArg::LockShared)?;
+        f()
+    }
+
+    fn stat_cache(&self, ws: &Path) -> Arc<StatCache> {
+        let mut m = self.inner.caches.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(ws.to_path_buf())
+            .or_insert_with(|| {
+                Arc::new(StatCache::load(&StatCache::file_for(
+                    &self.inner.state_dir,
+                    ws,
+                )))
+            })
+            .clone()
+    }
+
+    fn walk(
+        &self,
+        ws: &Path,
+        root: &Dir,
+        settings: &CheckpointSettings,
+        sink: Option<&Sink>,
+    ) -> Result<Snapshot> {
+        let cache = self.stat_cache(ws);
+        let out = snapshot::take(
+            root,
+            &WalkInput {
+                settings,
+                cache: &cache,
+                sink,
+            },
+        )?;
+        if let Some(new) = out.cache {
+            // A lost cache write only costs rehashing: ignore errors.
+            let _ = new.save(&StatCache::file_for(&self.inner.state_dir, ws));
+            let mut m = self.inner.caches.lock().unwrap_or_else(|p| p.into_inner());
+            m.insert(ws.to_path_buf(), Arc::new(new));
+        }
+        Ok(out.snapshot)
+    }
+
+    /// Snapshots `workspace` without recording anything (no blobs stored).
+    /// Errors: [`CheckpointError::Workspace`] (root not openable),
+    /// [`CheckpointError::Entry`], [`CheckpointError::TooManyEntries`],
+    /// [`CheckpointError::Exclude`].
+    pub fn snapshot(&self, workspace: &Path, settings: &CheckpointSettings) -> Result<Snapshot> {
+        let ws = canonical(workspace)?;
+        let root = open_root(&ws)?;
+        self.walk(&ws, &root, settings, None)
+    }
+
+    fn latest(&self, ws: &Path) -> Result<Option<Arc<Latest>>> {
+        let ws_str = ws.to_string_lossy();
+        let row = {
+            let conn = self.inner.db.lock();
+            conn.query_row(
+                "SELECT seq, id, root_hash FROM checkpoints WHERE workspace = ?1 AND complete = 1 ORDER BY seq DESC LIMIT 1",
+                [ws_str.as_ref()],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+            )
+            .ok()
+        };
+        let Some((seq, id, root_hex)) = row else {
+            return Ok(None);
+        };
+        if let Some(l) = self
+            .inner
+            .latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(ws)
+        {
+            if l.seq == seq {
+                return Ok(Some(l.clone()));
+            }
+        }
+        let root = parse_hash(&root_hex)?;
+        let snap = snapshot::load(&self.inner.blobs, root)?;
+        let latest = Arc::new(Latest {
+            id,
+            seq,
+            known: Arc::new(snap.blob_hashes()),
+            snapshot: Arc::new(snap),
+        });
+        self.inner
+            .latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ws.to_path_buf(), latest.clone());
+        Ok(Some(latest))
+    }
+
+    /// Loads the snapshot a checkpoint recorded.
+    pub fn load_snapshot(&self, id: &str) -> Result<Snapshot> {
+        let (cp, _) = records::get(&self.inner.db.lock(), id)?;
+        snapshot::load(&self.inner.blobs, parse_hash(&cp.root_hash)?)
+    }
+
+    /// Records a checkpoint of kind `pre` (before a step runs), with the
+    /// change set since the workspace's previous checkpoint (changes made
+    /// outside warden between steps). A caller must not run the step when
+    /// this fails (fail closed: a full disk, an unreadable workspace).
+    pub fn pre_step(
+        &self,
+        workspace: &Path,
+        settings: &CheckpointSettings,
+        meta: &CheckpointMeta,
+    ) -> Result<Checkpoint> {
+        self.record(workspace, settings, CheckpointKind::Pre, meta, None)
+    }
+
+    /// Records a checkpoint of kind `post` after a step ran, with the change
+    /// set against `pre_id` (the step's file changes).
+    pub fn post_step(
+        &self,
+        workspace: &Path,
+        settings: &CheckpointSettings,
+        pre_id: &str,
+        meta: &CheckpointMeta,
+    ) -> Result<Checkpoint> {
+        self.record(
+            workspace,
+            settings,
+            CheckpointKind::Post,
+            meta,
+            Some(pre_id),
+        )
+    }
+
+    /// Snapshots `workspace`, stores every blob needed to restore it, makes
+    /// them durable (one `syncfs`), then inserts the complete record. The
+    /// change set is against `base_id`, else the workspace's latest
+    /// checkpoint (empty for the very first one).
+    pub fn record(
+        &self,
+        workspace: &Path,
+        settings: &CheckpointSettings,
+        kind: CheckpointKind,
+        meta: &CheckpointMeta,
+        base_id: Option<&str>,
+    ) -> Result<Checkpoint> {
+        let ws = canonical(workspace)?;
+        let root = open_root(&ws)?;
+        self.with_ws_lock(&ws, || {
+            let base = base_id.map(Base::Id).unwrap_or(Base::Latest);
+            let (cp, _) = self.record_locked(&ws, &root, settings, kind, meta, base, None, None)?;
+            Ok(cp)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_locked(
+        &self,
+        ws: &Path,
+        root: &Dir,
+        settings: &CheckpointSettings,
+        kind: CheckpointKind,
+        meta: &CheckpointMeta,
+        base: Base,
+        rollback: Option<(&str, &str, &str)>,
+        given: Option<Snapshot>,
+    ) -> Result<(Checkpoint, Arc<Snapshot>)> {
+        let latest = self.latest(ws)?;
+        let empty = HashSet::new();
+        let known = latest.as_ref().map(|l| &*l.known).unwrap_or(&empty);
+        let snap = match given {
+            Some(s) => s,
+            None => {
+                let sink = Sink {
+                    blobs: &self.inner.blobs,
+                    known,
+                    written: AtomicU64::new(0),
+                };
+                self.walk(ws, root, settings, Some(&sink))?
+            }
+        };
+        let mut new_bytes = snap.new_blob_bytes;
+        let mut needed = new_bytes > 0;
+        for (h, bytes) in &snap.trees {
+            if !known.contains(h) {
+                needed = true;
+                new_bytes += self.inner.blobs.put(h, bytes)?;
+            }
+        }
+        if !needed {
+            // Files whose blobs were not known but already intact in the
+            // store (e.g. content seen in an older checkpoint).
+            needed = snap
+                .entries
+                .values()
+                .any(|e| e.stored && e.kind != EntryKind::Other && !known.contains(&e.hash));
+        }
+        if needed {
+            self.inner.blobs.sync()?;
+        }
+        let base_snap: Option<(String, Arc<Snapshot>)> = match base {
+            Base::Latest => latest.as_ref().map(|l| (l.id.clone(), l.snapshot.clone())),
+            Base::Id(id) => match &latest {
+                Some(l) if l.id == id => Some((l.id.clone(), l.snapshot.clone())),
+                _ => Some((id.to_string(), Arc::new(self.load_snapshot(id)?))),
+            },
+        };
+        let mut changes = match &base_snap {
+            Some((_, b)) => changes::diff(&b.entries, &snap.entries),
+            None => Vec::new(),
+        };
+        if let Some((_, b)) = &base_snap {
+            self.add_patches(&mut changes, &Side::Store(b), &Side::Store(&snap));
+        }
+        let id = rollback
+            .map(|r| r.0.to_string())
+            .unwrap_or_else(crate::new_id);
+        let ws_str = ws.to_string_lossy().to_string();
+        let settings_json = serde_json::to_string(settings).unwrap_or_else(|_| "{}".into());
+        let root_hex = snap.root_hex();
+        let not_stored = snap.not_stored();
+        let n = NewRecord {
+            id: &id,
+            workspace: &ws_str,
+            kind,
+            meta,
+            base_id: base_snap.as_ref().map(|b| b.0.as_str()),
+            changes: &changes,
+            root_hash: &root_hex,
+            entry_count: snap.entries.len() as u64,
+            total_bytes: snap.total_bytes(),
+            new_blob_bytes: new_bytes,
+            not_stored: &not_stored,
+            settings_json: &settings_json,
+            rollback_of: rollback.map(|r| r.1),
+            rollback_json: rollback.map(|r| r.2),
+        };
+        let seq = records::insert(&mut self.inner.db.lock(), &n)?;
+        let snap = Arc::new(snap);
+        self.inner
+            .latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                ws.to_path_buf(),
+                Arc::new(Latest {
+                    id: id.clone(),
+                    seq,
+                    known: Arc::new(snap.blob_hashes()),
+                    snapshot: snap.clone(),
+                }),
+            );
+        let (cp, _) = records::get(&self.inner.db.lock(), &id)?;
+        Ok((cp, snap))
+    }
+
+    /// Fills `patch` of text-file changes, within [`PATCH_BUDGET`].
+    fn add_patches(&self, changes: &mut [FileChange], old: &Side, new: &Side) {
+        let mut budget = PATCH_BUDGET;
+        for c in changes.iter_mut() {
+            if c.entry_kind != EntryKind::File || budget == 0 {
+                continue;
+            }
+            if c.kind == ChangeKind::Mode
+                || (c.kind == ChangeKind::Renamed && c.old_hash == c.new_hash)
+            {
+                continue;
+            }
+            let old_path = match c.kind {
+                ChangeKind::Added => None,
+                ChangeKind::Renamed => c.from_path.as_deref(),
+                _ => Some(c.path.as_str()),
+            };
+            let new_path = (c.kind != ChangeKind::Deleted).then_some(c.path.as_str());
+            let old_bytes = match old_path {
+                None => Some(Vec::new()),
+                Some(p) => self.content(old, p),
+            };
+            let new_bytes = match new_path {
+                None => Some(Vec::new()),
+                Some(p) => self.content(new, p),
+            };
+            if let (Some(o), Some(n)) = (old_bytes, new_bytes) {
+                if let Some(p) = changes::text_patch(old_path, &o, new_path, &n) {
+                    budget = budget.saturating_sub(p.len());
+                    c.patch = Some(p);
+                }
+            }
+        }
+    }
+
+    fn content(&self, side: &Side, path: &str) -> Option<Vec<u8>> {
+        match side {
+            Side::Store(s) => {
+                let e = s.entries.get(path)?;
+                if e.kind != EntryKind::File
+                    || !e.stored
+                    || e.size as usize > changes::PATCH_MAX_FILE
+                {
+                    return None;
+                }
+                self.inner.blobs.get(&e.hash).ok()
+            }
+            Side::Workspace(root) => restore::read_file(root, path, changes::PATCH_MAX_FILE),
+        }
+    }
+
+    /// Complete checkpoints, newest first.
+    pub fn list(&self, filter: &CheckpointFilter) -> Result<Vec<Checkpoint>> {
+        records::list(&self.inner.db.lock(), filter)
+    }
+
+    /// One complete checkpoint. Errors: [`CheckpointError::NotFound`].
+    pub fn get(&self, id: &str) -> Result<Checkpoint> {
+        Ok(records::get(&self.inner.db.lock(), id)?.0)
+    }
+
+    /// Changes from checkpoint `from` to checkpoint `to`, or to the current
+    /// workspace when `to` is `None` (snapshotted with `from`'s settings).
+    /// Errors: [`CheckpointError::NotFound`], [`CheckpointError::Invalid`]
+    /// for two checkpoints of different workspaces.
+    pub fn diff(&self, from: &str, to: Option<&str>) -> Result<Diff> {
+        let (a, settings_json) = records::get(&self.inner.db.lock(), from)?;
+        let old = snapshot::load(&self.inner.blobs, parse_hash(&a.root_hash)?)?;
+        let mut changes;
+        match to {
+            Some(to) => {
+                let b = self.get(to)?;
+                if b.workspace != a.workspace {
+                    return Err(CheckpointError::Invalid(format!(
+                        "checkpoints {from} and {to} are of different workspaces"
+                    )));
+                }
+                let new = snapshot::load(&self.inner.blobs, parse_hash(&b.root_hash)?)?;
+                changes = changes::diff(&old.entries, &new.entries);
+                self.add_patches(&mut changes, &Side::Store(&old), &Side::Store(&new));
+            }
+            None => {
+                let settings: CheckpointSettings =
+                    serde_json::from_str(&settings_json).unwrap_or_default();
+                let root = open_root(&a.workspace)?;
+                let new = self.walk(&a.workspace, &root, &settings, None)?;
+                changes = changes::diff(&old.entries, &new.entries);
+                self.add_patches(&mut changes, &Side::Store(&old), &Side::Workspace(&root));
+            }
+        }
+        let patch = changes.iter().filter_map(|c| c.patch.as_deref()).collect();
+        Ok(Diff { changes, patch })
+    }
+
+    /// Rolls back to checkpoint `id` (see [`RollbackOptions`]):
+    /// - files: the workspace must match its latest checkpoint (else
+    ///   [`CheckpointError::Drift`] listing the drifted paths, unless
+    ///   `force`); then every path that a step after `id` changed (per the
+    ///   post/rollback change sets) is restored to its state at `id`,
+    ///   through the workspace's cap-std handle. Paths no step changed are
+    ///   never touched; `.git/` only with `include_git`.
+    /// - conversation: `runs.state_json` of the checkpoint's run returns to
+    ///   the state recorded at `id`; the replaced state is archived in
+    ///   `run_state_archive` (its id is `archived_branch_id`).
+    /// - external effects are listed, never undone.
+    ///
+    /// The result is a new checkpoint of kind `rollback`, so a rollback can
+    /// itself be rolled back.
+    pub fn rollback(&self, id: &str, opts: &RollbackOptions) -> Result<RollbackReport> {
+        let (target, target_settings) = records::get(&self.inner.db.lock(), id)?;
+        let (do_files, do_conv) = if !opts.files && !opts.conversation {
+            (true, true)
+        } else {
+            (opts.files, opts.conversation)
+        };
+        let ws = target.workspace.clone();
+        let root = open_root(&ws)?;
+        self.with_ws_lock(&ws, || {
+            let latest = self
+                .latest(&ws)?
+                .ok_or_else(|| CheckpointError::NotFound(id.to_string()))?;
+            let settings: CheckpointSettings = {
+                let conn = self.inner.db.lock();
+                records::get(&conn, &latest.id)
+                    .map(|x| x.1)
+                    .ok()
+                    .or(Some(target_settings.clone()))
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                    .unwrap_or_default()
+            };
+            let mut report = RollbackReport {
+                checkpoint_id: crate::new_id(),
+                target_id: target.id.clone(),
+                ..Default::default()
+            };
+            let later = records::after(&self.inner.db.lock(), &ws.to_string_lossy(), target.seq)?;
+            report.external_effects = later
+                .iter()
+                .filter(|c| {
+                    c.kind == CheckpointKind::Post && c.side_effects == SideEffects::External
+                })
+                .map(|c| ExternalEffect {
+                    checkpoint_id: c.id.clone(),
+                    step_id: c.step_id.clone(),
+                    tool: c.tool.clone(),
+                    summary: c.arguments_json.chars().take(200).collect(),
+                    compensation: c.compensation.clone().unwrap_or_default(),
+                })
+                .collect();
+
+            // The workspace now (its blobs stored, so a forced rollback can be undone).
+            let sink = Sink {
+                blobs: &self.inner.blobs,
+                known: &latest.known,
+                written: AtomicU64::new(0),
+            };
+            let current = self.walk(&ws, &root, &settings, Some(&sink))?;
+            let mut base_id = latest.id.clone();
+            let mut touched: BTreeSet<String> = BTreeSet::new();
+            let mut current_arc = Arc::new(current);
+            if do_files {
+                if current_arc.root != latest.snapshot.root {
+                    let drift: Vec<String> =
+                        changes::diff(&latest.snapshot.entries, &current_arc.entries)
+                            .into_iter()
+                            .map(|c| c.path)
+                            .collect();
+                    if !opts.force {
+                        return Err(CheckpointError::Drift {
+                            latest: latest.id.clone(),
+                            paths: drift,
+                        });
+                    }
+                    let meta = CheckpointMeta {
+                        session_id: target.session_id.clone(),
+                        tool: "rollback".into(),
+                        arguments_json: serde_json::json!({"drift_before_rollback_to": id})
+                            .to_string(),
+                        ..Default::default()
+                    };
+                    let snap = Arc::try_unwrap(current_arc).unwrap_or_else(|a| (*a).clone());
+                    let (pre, snap) = self.record_locked(
+                        &ws,
+                        &root,
+                        &settings,
+                        CheckpointKind::Pre,
+                        &meta,
+                        Base::Latest,
+                        None,
+                        Some(snap),
+                    )?;
+                    current_arc = snap;
+                    touched.extend(drift.iter().cloned());
+                    report.drifted = drift;
+                    report.drift_checkpoint_id = Some(pre.id.clone());
+                    base_id = pre.id;
+                }
+                for c in later.iter().filter(|c| c.kind != CheckpointKind::Pre) {
+                    for ch in &c.changes {
+                        touched.insert(ch.path.clone());
+                        if let Some(f) = &ch.from_path {
+                            touched.insert(f.clone());
+                        }
+                    }
+                }
+                let target_snap =
+                    snapshot::load(&self.inner.blobs, parse_hash(&target.root_hash)?)?;
+                let allowed = |p: &str| touched.contains(p) && (opts.include_git || !under_git(p));
+                report.not_restored = restore::restore(
+                    &root,
+                    &self.inner.blobs,
+                    &current_arc,
+                    &target_snap,
+                    &allowed,
+                );
+            }
+            if do_conv {
+                let rid = report.checkpoint_id.clone();
+                self.rollback_conversation(&target, &rid, &mut report)?;
+            }
+            // The result, recorded as a rollback checkpoint.
+            let rollback_json = serde_json::json!({
+                "target_id": target.id,
+                "files": do_files,
+                "conversation": do_conv,
+                "include_git": opts.include_git,
+                "force": opts.force,
+                "not_restored": report.not_restored,
+                "external_effects": report.external_effects,
+                "external_effects_undone": false,
+                "archived_branch_id": report.archived_branch_id,
+                "drifted": report.drifted,
+            })
+            .to_string();
+            let meta = CheckpointMeta {
+                session_id: target.session_id.clone(),
+                run_id: target.run_id.clone(),
+                tool: "rollback".into(),
+                arguments_json: serde_json::json!({
+                    "checkpoint_id": id, "files": do_files, "conversation": do_conv,
+                    "include_git": opts.include_git, "force": opts.force,
+                })
+                .to_string(),
+                side_effects: if do_files {
+                    SideEffects::Workspace
+                } else {
+                    SideEffects::None
+                },
+                ..Default::default()
+            };
+            let rid = report.checkpoint_id.clone();
+            let (cp, _) = self.record_locked(
+                &ws,
+                &root,
+                &settings,
+                CheckpointKind::Rollback,
+                &meta,
+                Base::Id(&base_id),
+                Some((&rid, &target.id, &rollback_json)),
+                None,
+            )?;
+            report.restored = cp.changes;
+            Ok(report)
+        })
+    }
+
+    fn rollback_conversation(
+        &self,
+        target: &Checkpoint,
+        rollback_id: &str,
+        report: &mut RollbackReport,
+    ) -> Result<()> {
+        if target.run_id.is_empty() {
+            report
+                .not_restored
+                .push("conversation: the checkpoint belongs to no run".into());
+            return Ok(());
+        }
+        let Some(state) = &target.run_state_json else {
+            report.not_restored.push(format!(
+                "conversation: no run state was recorded at checkpoint {}",
+                target.id
+            ));
+            return Ok(());
+        };
+        let mut conn = self.inner.db.lock();
+        let tx = conn.transaction()?;
+        let current: Option<String> = tx
+            .query_row(
+                "SELECT state_json FROM runs WHERE id = ?1",
+                [&target.run_id],
+                |r| r.get(0),
+            )
+            .ok();
+        let Some(current) = current else {
+            report
+                .not_restored
+                .push(format!("conversation: run {} not found", target.run_id));
+            return Ok(());
+        };
+        let archive_id = crate::new_id();
+        tx.execute(
+            "INSERT INTO run_state_archive (id, run_id, checkpoint_id, rollback_checkpoint_id, state_json, archived_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![archive_id, target.run_id, target.id, rollback_id, current, crate::now_ms()],
+        )?;
+        tx.execute(
+            "UPDATE runs SET state_json = ?1, updated_at_ms = ?2 WHERE id = ?3",
+            params![state, crate::now_ms(), target.run_id],
+        )?;
+        tx.commit()?;
+        report.archived_branch_id = Some(archive_id);
+        Ok(())
+    }
+
+    /// Retention: keeps the checkpoints of the last `keep_runs` runs of each
+    /// workspace (a run is a run id, or the session for checkpoints outside
+    /// any run), then drops the oldest runs until the referenced blobs fit in
+    /// `max_store_bytes`; the latest checkpoint of each workspace is always
+    /// kept. Deletes unreferenced blobs and temp files. Takes the store lock
+    /// exclusively (writers wait).
+    pub fn gc(&self, keep_runs: u32, max_store_bytes: u64) -> Result<GcReport> {
+        let _g = self
+            .inner
+            .gc_lock
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        let _f = lock_file(
+            &self.inner.blobs.root().join(".lock"),
+            FlockArg::LockExclusive,
+        )?;
+        let mut report = GcReport::default();
+        // (seq, workspace, run key, root)
+        let rows: Vec<(i64, String, String, String)> = {
+            let conn = self.inner.db.lock();
+            conn.execute("DELETE FROM checkpoints WHERE complete = 0", [])?;
+            let mut st = conn.prepare(
+                "SELECT seq, workspace, CASE WHEN run_id != '' THEN run_id ELSE 'session:' || session_id END, root_hash FROM checkpoints ORDER BY seq",
+            )?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        // Runs per workspace, newest first (by their latest seq).
+        let mut runs: HashMap<&str, Vec<(i64, &str)>> = HashMap::new();
+        let mut latest_of: HashMap<&str, i64> = HashMap::new();
+        {
+            let mut last: HashMap<(&str, &str), i64> = HashMap::new();
+            for (seq, ws, key, _) in &rows {
+                last.insert((ws.as_str(), key.as_str()), *seq);
+                latest_of.insert(ws.as_str(), *seq);
+            }
+            for ((ws, key), seq) in last {
+                runs.entry(ws).or_default().push((seq, key));
+            }
+            for v in runs.values_mut() {
+                v.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
+            }
+        }
+        let mut kept_runs: HashSet<(&str, &str)> = HashSet::new();
+        let mut droppable: Vec<(i64, &str, &str)> = Vec::new();
+        for (ws, v) in &runs {
+            for (i, (seq, key)) in v.iter().enumerate() {
+                if i < keep_runs.max(1) as usize {
+                    kept_runs.insert((ws, key));
+                    droppable.push((*seq, ws, key));
+                }
+            }
+        }
+        droppable.sort_unstable();
+        let mut drop_iter = droppable.into_iter();
+        let (keep, reachable) = loop {
+            let keep: Vec<&(i64, String, String, String)> = rows
+                .iter()
+                .filter(|(seq, ws, key, _)| {
+                    kept_runs.contains(&(ws.as_str(), key.as_str()))
+                        || latest_of.get(ws.as_str()) == Some(seq)
+                })
+                .collect();
+            let reachable = self.mark(keep.iter().map(|r| r.3.as_str()))?;
+            let bytes: u64 = reachable.values().sum();
+            if bytes <= max_store_bytes {
+                break (keep, reachable);
+            }
+            match drop_iter.next() {
+                Some((_, ws, key)) => {
+                    kept_runs.remove(&(ws, key));
+                }
+                None => break (keep, reachable),
+            }
+        };
+        let keep_seqs: HashSet<i64> = keep.iter().map(|r| r.0).collect();
+        {
+            let mut conn = self.inner.db.lock();
+            let tx = conn.transaction()?;
+            for (seq, ..) in &rows {
+                if !keep_seqs.contains(seq) {
+                    tx.execute("DELETE FROM checkpoints WHERE seq = ?1", [seq])?;
+                    report.checkpoints_deleted += 1;
+                }
+            }
+            tx.commit()?;
+        }
+        report.checkpoints_kept = keep_seqs.len() as u64;
+        let keep_hashes: HashSet<blake3::Hash> = reachable.into_keys().collect();
+        let (n, freed, kept) = self.inner.blobs.sweep(&keep_hashes)?;
+        self.inner.blobs.clean_tmp()?;
+        report.blobs_deleted = n;
+        report.bytes_freed = freed;
+        report.bytes_kept = kept;
+        Ok(report)
+    }
+
+    /// Every blob reachable from these roots, with its size in bytes.
+    fn mark<'a>(&self, roots: impl Iterator<Item = &'a str>) -> Result<HashMap<blake3::Hash, u64>> {
+        let mut reach: HashMap<blake3::Hash, u64> = HashMap::new();
+        for r in roots {
+            let root = parse_hash(r)?;
+            if reach.contains_key(&root) {
+                continue;
+            }
+            // Load only subtrees not seen yet.
+            let mut stack = vec![root];
+            while let Some(h) = stack.pop() {
+                if reach.contains_key(&h) {
+                    continue;
+                }
+                let bytes = self.inner.blobs.get(&h)?;
+                reach.insert(h, bytes.len() as u64);
+                let snap_kids =
+                    snapshot::decode_tree(&bytes).ok_or_else(|| CheckpointError::BlobCorrupt {
+                        hash: h.to_hex().to_string(),
+                    })?;
+                for (_, e) in snap_kids {
+                    match e.kind {
+                        EntryKind::Dir => stack.push(e.hash),
+                        EntryKind::Other => {}
+                        _ if e.stored => {
+                            reach.insert(e.hash, e.size);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(reach)
+    }
+}
+
+enum Side<'a> {
+    Store(&'a Snapshot),
+    Workspace(&'a Dir),
+}
+
+fn parse_hash(hex: &str) -> Result<blake3::Hash> {
+    blake3::Hash::from_hex(hex).map_err(|_| CheckpointError::BlobCorrupt {
+        hash: hex.to_string(),
+    })
+}
+
+fn canonical(ws: &Path) -> Result<PathBuf> {
+    fs::canonicalize(ws).map_err(|source| CheckpointError::Workspace {
+        path: ws.to_path_buf(),
+        source,
+    })
+}
+
+fn open_root(ws: &Path) -> Result<Dir> {
+    Dir::open_ambient_dir(ws, cap_std::ambient_authority()).map_err(|source| {
+        CheckpointError::Workspace {
+            path: ws.to_path_buf(),
+            source,
+        }
+    })
+}
+
+#[cfg(test)]
+impl CheckpointStore {
+    pub(crate) fn inner_blobs_put_for_test(&self, h: &blake3::Hash, bytes: &[u8]) {
+        self.inner.blobs.put(h, bytes).unwrap();
+    }
+    pub(crate) fn restore_for_test(
+        &self,
+        root: &Dir,
+        current: &Snapshot,
+        target: &Snapshot,
+    ) -> Vec<String> {
+        restore::restore(root, &self.inner.blobs, current, target, &|_| true)
+    }
+}

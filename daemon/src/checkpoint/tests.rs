@@ -1,0 +1,705 @@
+//! Unit tests against real files in temp dirs.
+
+use super::*;
+use crate::state::Db;
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
+
+struct Fixture {
+    _state: tempfile::TempDir,
+    ws_dir: tempfile::TempDir,
+    store: CheckpointStore,
+    settings: CheckpointSettings,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let state = tempfile::tempdir().unwrap();
+        let ws_dir = tempfile::tempdir().unwrap();
+        let db = Db::open(state.path()).unwrap();
+        let store = CheckpointStore::open(state.path(), db).unwrap();
+        Fixture {
+            _state: state,
+            ws_dir,
+            store,
+            settings: CheckpointSettings::default(),
+        }
+    }
+    fn ws(&self) -> &Path {
+        self.ws_dir.path()
+    }
+    fn write(&self, rel: &str, content: &str) {
+        let p = self.ws().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+    fn meta(&self, step: &str) -> CheckpointMeta {
+        CheckpointMeta {
+            session_id: "s1".into(),
+            step_id: step.into(),
+            tool: "exec".into(),
+            arguments_json: r#"{"command":"x"}"#.into(),
+            side_effects: SideEffects::Workspace,
+            ..Default::default()
+        }
+    }
+    /// Runs `f` as one recorded step; returns (pre, post).
+    fn step(&self, name: &str, f: impl FnOnce(&Path)) -> (Checkpoint, Checkpoint) {
+        let pre = self
+            .store
+            .pre_step(self.ws(), &self.settings, &self.meta(name))
+            .unwrap();
+        f(self.ws());
+        let post = self
+            .store
+            .post_step(self.ws(), &self.settings, &pre.id, &self.meta(name))
+            .unwrap();
+        (pre, post)
+    }
+}
+
+fn mode(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn find<'a>(changes: &'a [FileChange], path: &str) -> &'a FileChange {
+    changes
+        .iter()
+        .find(|c| c.path == path)
+        .unwrap_or_else(|| panic!("no change for {path} in {changes:#?}"))
+}
+
+/// Files written within the racy margin are rehashed; wait it out.
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(120));
+}
+
+#[test]
+fn settings_default_when_absent_or_partial_and_refuse_unknown_fields() {
+    let p: crate::policy::PolicyFile = toml::from_str("").unwrap();
+    assert_eq!(p.checkpoint, CheckpointSettings::default());
+    assert!(p.checkpoint.exclude.iter().any(|e| e == "target/"));
+    let p: crate::policy::PolicyFile =
+        toml::from_str("[checkpoint]\nmax_file_bytes = 10\n").unwrap();
+    assert_eq!(p.checkpoint.max_file_bytes, 10);
+    assert_eq!(p.checkpoint.keep_runs, 50);
+    assert!(toml::from_str::<crate::policy::PolicyFile>("[checkpoint]\nbogus = 1\n").is_err());
+    for (name, _) in crate::policy::BUILTIN {
+        crate::policy::Policy::builtin(name).expect("builtin policy parses");
+    }
+}
+
+#[test]
+fn snapshot_hashes_content_modes_symlinks_and_skips_excludes() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "hello");
+    fx.write("src/lib.rs", "fn main() {}");
+    fx.write("target/debug/big", "ignored");
+    fx.write("pkg/node_modules/x.js", "ignored too");
+    symlink("/etc", fx.ws().join("etc-link")).unwrap();
+    fs::set_permissions(fx.ws().join("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    let a = &s.entries["a.txt"];
+    assert_eq!(a.kind, EntryKind::File);
+    assert_eq!(a.hash, blake3::hash(b"hello"));
+    assert_eq!(a.mode, 0o640);
+    let l = &s.entries["etc-link"];
+    assert_eq!(l.kind, EntryKind::Symlink);
+    assert_eq!(l.hash, blake3::hash(b"/etc"));
+    assert!(
+        !s.entries.keys().any(|k| k.starts_with("etc-link/")),
+        "a symlink was followed"
+    );
+    assert!(!s
+        .entries
+        .keys()
+        .any(|k| k.contains("target") || k.contains("node_modules")));
+    assert_eq!(s.entries["src"].kind, EntryKind::Dir);
+    // Same tree, same root; any change, new root.
+    let s2 = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(s.root, s2.root);
+    fx.write("src/lib.rs", "fn main() { }");
+    assert_ne!(
+        fx.store.snapshot(fx.ws(), &fx.settings).unwrap().root,
+        s.root
+    );
+}
+
+#[test]
+fn fifo_is_recorded_not_opened() {
+    let fx = Fixture::new();
+    fx.write("a", "x");
+    nix::unistd::mkfifo(
+        &fx.ws().join("pipe"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    // A blocking open of a FIFO without a writer would hang this test.
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(s.entries["pipe"].kind, EntryKind::Other);
+    assert!(!s.entries["pipe"].stored);
+}
+
+#[test]
+fn unchanged_resnapshot_hashes_nothing_and_survives_a_new_store() {
+    let fx = Fixture::new();
+    for i in 0..50 {
+        fx.write(&format!("d{}/f{i}.txt", i % 5), &format!("content {i}"));
+    }
+    settle();
+    let first = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(first.hashed_files, 50);
+    let again = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(again.hashed_files, 0);
+    assert_eq!(again.root, first.root);
+    // A new store (a restarted daemon) reads the cache file.
+    let store2 = CheckpointStore::open(fx._state.path(), fx.store.db().clone()).unwrap();
+    let s3 = store2.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(s3.hashed_files, 0);
+    // A modified file is seen even with the same size.
+    fx.write("d1/f1.txt", "CONTENT 1");
+    let s4 = store2.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(s4.hashed_files, 1);
+    assert_eq!(s4.entries["d1/f1.txt"].hash, blake3::hash(b"CONTENT 1"));
+}
+
+#[test]
+fn over_cap_files_are_hashed_not_stored_and_reported_on_rollback() {
+    let mut fx = Fixture::new();
+    fx.settings.max_file_bytes = 8;
+    fx.write("big", "0123456789abcdef");
+    fx.write("small", "tiny");
+    let (pre, post) = fx.step("s", |ws| {
+        fs::write(ws.join("big"), "fedcba9876543210").unwrap();
+        fs::write(ws.join("small"), "tiny2").unwrap();
+    });
+    assert_eq!(post.not_stored, vec!["big".to_string()]);
+    let snap = fx.store.load_snapshot(&pre.id).unwrap();
+    assert_eq!(snap.entries["big"].hash, blake3::hash(b"0123456789abcdef"));
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(fx.ws().join("small")).unwrap(), "tiny");
+    assert!(
+        r.not_restored
+            .iter()
+            .any(|n| n.starts_with("big: ") && n.contains("not stored")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn change_set_of_edit_create_delete_rename_chmod() {
+    let fx = Fixture::new();
+    fx.write("edit.txt", "one\ntwo\nthree\n");
+    fx.write("gone.txt", "bye\n");
+    fx.write("old/name.txt", "moving\n");
+    fx.write("run.sh", "#!/bin/sh\n");
+    let (_pre, post) = fx.step("s1", |ws| {
+        fs::write(ws.join("edit.txt"), "one\nTWO\nthree\n").unwrap();
+        fs::write(ws.join("new.txt"), "fresh\n").unwrap();
+        fs::remove_file(ws.join("gone.txt")).unwrap();
+        fs::create_dir(ws.join("new")).unwrap();
+        fs::rename(ws.join("old/name.txt"), ws.join("new/name.txt")).unwrap();
+        fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    });
+    let c = &post.changes;
+    let e = find(c, "edit.txt");
+    assert_eq!(e.kind, ChangeKind::Modified);
+    assert_eq!(
+        e.old_hash.as_deref(),
+        Some(blake3::hash(b"one\ntwo\nthree\n").to_hex().as_str())
+    );
+    let patch = e.patch.as_deref().unwrap();
+    assert!(
+        patch.contains("-two\n+TWO\n") && patch.contains("a/edit.txt"),
+        "{patch}"
+    );
+    let n = find(c, "new.txt");
+    assert_eq!(n.kind, ChangeKind::Added);
+    assert!(n.patch.as_deref().unwrap().contains("+fresh"));
+    assert_eq!(find(c, "gone.txt").kind, ChangeKind::Deleted);
+    let r = find(c, "new/name.txt");
+    assert_eq!(r.kind, ChangeKind::Renamed);
+    assert_eq!(r.from_path.as_deref(), Some("old/name.txt"));
+    assert!(!c.iter().any(|x| x.path == "old/name.txt"));
+    let m = find(c, "run.sh");
+    assert_eq!(
+        (m.kind, m.old_mode, m.new_mode),
+        (ChangeKind::Mode, Some(0o644), Some(0o755))
+    );
+    assert_eq!(find(c, "new").entry_kind, EntryKind::Dir);
+    assert_eq!(c.len(), 6, "{c:#?}");
+}
+
+#[test]
+fn rollback_restores_bytes_and_modes_and_can_be_rolled_back() {
+    let fx = Fixture::new();
+    fx.write("keep.txt", "keep\n");
+    fx.write("edit.bin", "\u{0}\u{1}binary");
+    fx.write("dir/gone.txt", "bye\n");
+    fs::set_permissions(fx.ws().join("keep.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+    symlink("keep.txt", fx.ws().join("link")).unwrap();
+    let before = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    let (pre, post) = fx.step("s1", |ws| {
+        fs::write(ws.join("edit.bin"), "changed").unwrap();
+        fs::remove_dir_all(ws.join("dir")).unwrap();
+        fs::write(ws.join("added.txt"), "new\n").unwrap();
+        fs::set_permissions(ws.join("keep.txt"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::remove_file(ws.join("link")).unwrap();
+        symlink("/etc/passwd", ws.join("link")).unwrap();
+    });
+    let after = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(r.not_restored.is_empty(), "{r:?}");
+    let now = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(now.root, before.root, "not byte/mode identical");
+    assert_eq!(fs::read(fx.ws().join("edit.bin")).unwrap(), b"\0\x01binary");
+    assert_eq!(mode(&fx.ws().join("keep.txt")), 0o600);
+    assert_eq!(
+        fs::read_link(fx.ws().join("link")).unwrap(),
+        Path::new("keep.txt")
+    );
+    assert!(!fx.ws().join("added.txt").exists());
+    let rb = fx.store.get(&r.checkpoint_id).unwrap();
+    assert_eq!(rb.kind, CheckpointKind::Rollback);
+    assert_eq!(rb.rollback_of.as_deref(), Some(pre.id.as_str()));
+    assert!(!r.restored.is_empty());
+    // Undo the rollback: back to the step's post state.
+    let r2 = fx
+        .store
+        .rollback(
+            &post.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(r2.not_restored.is_empty(), "{r2:?}");
+    assert_eq!(
+        fx.store.snapshot(fx.ws(), &fx.settings).unwrap().root,
+        after.root
+    );
+    assert_eq!(
+        fs::read_link(fx.ws().join("link")).unwrap(),
+        Path::new("/etc/passwd")
+    );
+}
+
+#[test]
+fn drift_refuses_unless_forced_and_forced_rollback_is_undoable() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "v1");
+    let (pre, _post) = fx.step("s1", |ws| fs::write(ws.join("a.txt"), "v2").unwrap());
+    // Someone edits outside any step.
+    fx.write("a.txt", "v3-user");
+    fx.write("b.txt", "user file");
+    let err = fx
+        .store
+        .rollback(&pre.id, &RollbackOptions::default())
+        .unwrap_err();
+    match &err {
+        CheckpointError::Drift { paths, .. } => {
+            assert_eq!(paths, &vec!["a.txt".to_string(), "b.txt".to_string()])
+        }
+        e => panic!("expected drift, got {e}"),
+    }
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("a.txt")).unwrap(),
+        "v3-user"
+    );
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(fx.ws().join("a.txt")).unwrap(), "v1");
+    assert!(!fx.ws().join("b.txt").exists());
+    let drift_cp = r.drift_checkpoint_id.clone().unwrap();
+    fx.store
+        .rollback(
+            &drift_cp,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("a.txt")).unwrap(),
+        "v3-user"
+    );
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("b.txt")).unwrap(),
+        "user file"
+    );
+}
+
+#[test]
+fn rollback_leaves_paths_no_step_changed() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "v1");
+    let (pre, _) = fx.step("s1", |ws| fs::write(ws.join("a.txt"), "v2").unwrap());
+    // Between steps the user adds a file; the next pre-checkpoint records it.
+    fx.write("user.txt", "mine");
+    fx.write("target/out.o", "excluded build output");
+    fx.step("s2", |ws| fs::write(ws.join("agent.txt"), "agent").unwrap());
+    fx.store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(fx.ws().join("a.txt")).unwrap(), "v1");
+    assert!(!fx.ws().join("agent.txt").exists());
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("user.txt")).unwrap(),
+        "mine"
+    );
+    assert!(fx.ws().join("target/out.o").exists());
+}
+
+#[test]
+fn git_dir_restored_only_with_include_git() {
+    let fx = Fixture::new();
+    fx.write(".git/HEAD", "ref: refs/heads/main\n");
+    fx.write("a", "1");
+    let (pre, _) = fx.step("s1", |ws| {
+        fs::write(ws.join(".git/HEAD"), "ref: refs/heads/other\n").unwrap();
+        fs::write(ws.join("a"), "2").unwrap();
+    });
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(fx.ws().join("a")).unwrap(), "1");
+    assert_eq!(
+        fs::read_to_string(fx.ws().join(".git/HEAD")).unwrap(),
+        "ref: refs/heads/other\n"
+    );
+    assert!(r.restored.iter().all(|c| !c.path.starts_with(".git")));
+    fx.store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                include_git: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string(fx.ws().join(".git/HEAD")).unwrap(),
+        "ref: refs/heads/main\n"
+    );
+}
+
+#[test]
+fn symlink_swapped_for_a_directory_cannot_redirect_rollback_writes() {
+    let fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("file.txt"), "outside, untouched").unwrap();
+    fx.write("sub/file.txt", "original");
+    let (pre, _) = fx.step("s1", |ws| {
+        fs::write(ws.join("sub/file.txt"), "edited").unwrap()
+    });
+    // Recorded step: the agent swaps the directory for a symlink out.
+    fx.step("s2", |ws| {
+        fs::remove_dir_all(ws.join("sub")).unwrap();
+        symlink(outside.path(), ws.join("sub")).unwrap();
+    });
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(r.not_restored.is_empty(), "{r:?}");
+    assert_eq!(
+        fs::read_to_string(outside.path().join("file.txt")).unwrap(),
+        "outside, untouched"
+    );
+    assert!(fs::symlink_metadata(fx.ws().join("sub")).unwrap().is_dir());
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("sub/file.txt")).unwrap(),
+        "original"
+    );
+
+    // The race: swapped after the rollback looked at the workspace.
+    let current = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    let target = fx.store.load_snapshot(&pre.id).unwrap();
+    let mut stale_target = target.clone();
+    stale_target.entries.get_mut("sub/file.txt").unwrap().hash = blake3::hash(b"edited");
+    fx.store
+        .inner_blobs_put_for_test(&blake3::hash(b"edited"), b"edited");
+    fs::remove_dir_all(fx.ws().join("sub")).unwrap();
+    symlink(outside.path(), fx.ws().join("sub")).unwrap();
+    let root = cap_std::fs::Dir::open_ambient_dir(fx.ws(), cap_std::ambient_authority()).unwrap();
+    let failed = fx.store.restore_for_test(&root, &current, &stale_target);
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with("sub/file.txt: parent directory")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(outside.path().join("file.txt")).unwrap(),
+        "outside, untouched"
+    );
+}
+
+#[test]
+fn torn_blob_is_rewritten_and_never_read_back() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "precious");
+    let (pre, _) = fx.step("s1", |ws| fs::write(ws.join("a.txt"), "changed").unwrap());
+    // Simulate a blob torn by a crash: truncate it.
+    let h = blake3::hash(b"precious").to_hex().to_string();
+    let blob = fx._state.path().join("blobs").join(&h[..2]).join(&h[2..]);
+    fs::write(&blob, "prec").unwrap();
+    let err = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(
+        err.not_restored
+            .iter()
+            .any(|n| n.starts_with("a.txt: blob")),
+        "{err:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("a.txt")).unwrap(),
+        "changed"
+    );
+    // Writing the same content again repairs the blob.
+    fx.step("s2", |ws| fs::write(ws.join("a.txt"), "precious").unwrap());
+    assert_eq!(fs::read(&blob).unwrap(), b"precious");
+}
+
+#[test]
+fn incomplete_rows_are_invisible() {
+    let fx = Fixture::new();
+    fx.write("a", "1");
+    let (pre, _) = fx.step("s1", |_| {});
+    fx.store
+        .db()
+        .lock()
+        .execute(
+            "INSERT INTO checkpoints (id, workspace, kind, root_hash, complete, created_at_ms) VALUES ('half', ?1, 'post', 'bogus', 0, 0)",
+            [fx.ws().canonicalize().unwrap().to_string_lossy()],
+        )
+        .unwrap();
+    assert!(matches!(
+        fx.store.get("half"),
+        Err(CheckpointError::NotFound(_))
+    ));
+    assert!(fx
+        .store
+        .list(&CheckpointFilter::default())
+        .unwrap()
+        .iter()
+        .all(|c| c.id != "half"));
+    // The next step's base is the last complete one.
+    let (pre2, _) = fx.step("s2", |_| {});
+    assert!(pre2.base_id.is_some());
+    assert_ne!(pre2.base_id.as_deref(), Some("half"));
+    assert!(fx.store.get(&pre.id).is_ok());
+}
+
+#[test]
+fn list_filters_and_orders() {
+    let fx = Fixture::new();
+    fx.write("a", "1");
+    fx.step("s1", |ws| fs::write(ws.join("a"), "2").unwrap());
+    let all = fx.store.list(&CheckpointFilter::default()).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].kind, CheckpointKind::Post);
+    assert_eq!(all[1].kind, CheckpointKind::Pre);
+    assert!(all.iter().all(|c| c.complete && c.root_hash.len() == 64));
+    let none = fx
+        .store
+        .list(&CheckpointFilter {
+            session_id: "other".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+#[test]
+fn diff_between_checkpoints_and_to_workspace() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "1\n");
+    let (pre, post) = fx.step("s1", |ws| fs::write(ws.join("a.txt"), "2\n").unwrap());
+    let d = fx.store.diff(&pre.id, Some(&post.id)).unwrap();
+    assert_eq!(d.changes.len(), 1);
+    assert!(d.patch.contains("-1\n+2\n"), "{}", d.patch);
+    fx.write("a.txt", "3\n");
+    let d = fx.store.diff(&post.id, None).unwrap();
+    assert!(d.patch.contains("-2\n+3\n"), "{}", d.patch);
+    assert!(matches!(
+        fx.store.diff("nope", None),
+        Err(CheckpointError::NotFound(_))
+    ));
+}
+
+#[test]
+fn conversation_rollback_archives_run_state_and_lists_external_effects() {
+    let fx = Fixture::new();
+    fx.write("a", "1");
+    {
+        let conn = fx.store.db().lock();
+        conn.execute(
+            "INSERT INTO sessions (id, workspace, policy_name, policy_hash, policy_toml, state, peer_uid, created_at_ms) VALUES ('s1', '/w', 'default', 'h', '', 'open', 0, 0)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, session_id, task, model, status, state_json, created_at_ms, updated_at_ms) VALUES ('r1', 's1', 't', 'm', 'running', '{\"history\":[1]}', 0, 0)",
+            [],
+        )
+        .unwrap();
+    }
+    let mut meta = fx.meta("st1");
+    meta.run_id = "r1".into();
+    let pre = fx.store.pre_step(fx.ws(), &fx.settings, &meta).unwrap();
+    assert_eq!(pre.run_state_json.as_deref(), Some("{\"history\":[1]}"));
+    fx.store
+        .db()
+        .lock()
+        .execute(
+            "UPDATE runs SET state_json = '{\"history\":[1,2]}' WHERE id = 'r1'",
+            [],
+        )
+        .unwrap();
+    let mut ext = meta.clone();
+    ext.side_effects = SideEffects::External;
+    ext.tool = "exec".into();
+    ext.arguments_json = r#"{"command":"curl -X POST https://example.invalid"}"#.into();
+    ext.compensation = Some("DELETE the created resource".into());
+    fx.store
+        .post_step(fx.ws(), &fx.settings, &pre.id, &ext)
+        .unwrap();
+    let r = fx
+        .store
+        .rollback(&pre.id, &RollbackOptions::default())
+        .unwrap();
+    let state: String = fx
+        .store
+        .db()
+        .lock()
+        .query_row("SELECT state_json FROM runs WHERE id = 'r1'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(state, "{\"history\":[1]}");
+    let archived: String = fx
+        .store
+        .db()
+        .lock()
+        .query_row(
+            "SELECT state_json FROM run_state_archive WHERE id = ?1",
+            [r.archived_branch_id.as_deref().unwrap()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(archived, "{\"history\":[1,2]}");
+    assert_eq!(r.external_effects.len(), 1);
+    assert_eq!(
+        r.external_effects[0].compensation,
+        "DELETE the created resource"
+    );
+    let rb = fx.store.get(&r.checkpoint_id).unwrap();
+    assert!(rb
+        .rollback_json
+        .unwrap()
+        .contains("\"external_effects_undone\":false"));
+}
+
+#[test]
+fn gc_keeps_last_runs_and_latest_and_frees_blobs() {
+    let fx = Fixture::new();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let mut meta = fx.meta("st");
+        meta.run_id = format!("run{i}");
+        let pre = fx.store.pre_step(fx.ws(), &fx.settings, &meta).unwrap();
+        fs::write(fx.ws().join("f"), format!("version {i}")).unwrap();
+        let post = fx
+            .store
+            .post_step(fx.ws(), &fx.settings, &pre.id, &meta)
+            .unwrap();
+        ids.push((pre.id, post.id));
+    }
+    let r = fx.store.gc(2, u64::MAX).unwrap();
+    assert_eq!(r.checkpoints_deleted, 4);
+    assert!(r.blobs_deleted >= 2, "{r:?}");
+    assert!(matches!(
+        fx.store.get(&ids[0].0),
+        Err(CheckpointError::NotFound(_))
+    ));
+    // Kept checkpoints still roll back.
+    fx.store
+        .rollback(
+            &ids[2].0,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(fx.ws().join("f")).unwrap(), "version 1");
+    // A size cap of 0 keeps only each workspace's latest checkpoint.
+    fx.store.gc(50, 0).unwrap();
+    assert_eq!(
+        fx.store.list(&CheckpointFilter::default()).unwrap().len(),
+        1
+    );
+    let after = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    fx.step("s", |ws| fs::write(ws.join("f"), "later").unwrap());
+    let latest = &fx.store.list(&CheckpointFilter::default()).unwrap()[2];
+    assert_eq!(fx.store.load_snapshot(&latest.id).unwrap().root, after.root);
+}
