@@ -37,6 +37,10 @@ enum Command {
     Doctor(cli::doctor::DoctorArgs),
     /// Redact secrets from standard input to standard output (no daemon needed).
     Redact(cli::redact::RedactArgs),
+    /// Classify a shell command into a tier and decide it under a policy (no daemon needed).
+    Classify(cli::classify::ClassifyArgs),
+    /// Validate a policy file and run its rule examples (`policy check FILE`).
+    Policy(cli::policy::PolicyArgs),
 }
 
 fn main() {
@@ -47,6 +51,8 @@ fn main() {
         Command::Daemon(args) => cli::daemon::run(args),
         Command::Doctor(args) => cli::doctor::run(args),
         Command::Redact(args) => cli::redact::run(args),
+        Command::Classify(args) => cli::classify::run(args),
+        Command::Policy(args) => cli::policy::run(args),
         command => {
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -73,7 +79,11 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Run(args) => cli::run::run(args, &global).await,
         Command::Demo(args) => cli::demo::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
-        Command::Daemon(_) | Command::Doctor(_) | Command::Redact(_) => {
+        Command::Daemon(_)
+        | Command::Doctor(_)
+        | Command::Redact(_)
+        | Command::Classify(_)
+        | Command::Policy(_) => {
             unreachable!("handled before the runtime starts")
         }
     }

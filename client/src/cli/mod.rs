@@ -3,12 +3,14 @@
 
 pub mod approve;
 pub mod audit;
+pub mod classify;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod exec;
 pub mod fs;
 pub mod redact;
+pub mod policy;
 pub mod run;
 
 /// Exit code: the command timed out (as timeout(1)).

@@ -366,10 +366,10 @@ impl Policy {
         }
         let mut decision = decision.unwrap_or_else(|| self.file.tiers.decide(Tier::Write));
         let mut reasons = a.reasons.clone();
+        let mut raised = false;
         if a.unclassifiable && decision < Decision::Ask {
-            decision = Decision::Ask;
+            raised = true;
             rule = None;
-            reasons.push("not fully classified: decision raised to ask".into());
         }
         for p in &a.parts {
             if p.tier == tier || p.tier > Tier::SafeRead {
@@ -383,6 +383,10 @@ impl Policy {
         match rule {
             Some(r) => reasons.push(format!("rule {}: {}", r.rule.id, r.rule.decision)),
             None => reasons.push(format!("policy {}: {} -> {}", self.name, tier, decision)),
+        }
+        if raised {
+            decision = Decision::Ask;
+            reasons.push("not fully classified: decision raised to ask".into());
         }
         let mut writes: Vec<String> = Vec::new();
         let mut hosts: Vec<String> = Vec::new();
