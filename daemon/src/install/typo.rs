@@ -5,7 +5,7 @@
 //! normalisation (lowercase; for PyPI, PEP 503 `[-_.]+` -> `-`):
 //! - its Damerau-Levenshtein distance (optimal string alignment: insertions,
 //!   deletions, substitutions and adjacent transpositions) to a popular name
-//!   is at most 1 for names of 4-8 characters and at most 2 for longer ones;
+//!   is at most 1 for names of 4-11 characters and at most 2 for longer ones;
 //! - or it equals a popular name once the separators `-`, `_`, `.` are
 //!   removed (`python-dateutil` vs `pythondateutil`);
 //! - or it is a popular name with a common prefix or suffix added
@@ -21,7 +21,9 @@ use std::sync::OnceLock;
 /// The outcome of checking one name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NameCheck {
-    /// On the popular list.
+    /// On the popular list, or (npm) in the scope of a popular scoped
+    /// package: npm scopes belong to their owner, so no one else can
+    /// publish a lookalike inside one.
     Popular,
     /// Close to the popular name it names.
     Lookalike(String),
@@ -36,6 +38,8 @@ struct List {
     sorted: Vec<String>,
     /// Separator-stripped form -> popular name.
     stripped: HashMap<String, String>,
+    /// npm scopes (`@types`) of the scoped names on the list.
+    scopes: HashSet<String>,
 }
 
 fn parse_list(text: &str, eco: &str) -> List {
@@ -49,10 +53,16 @@ fn parse_list(text: &str, eco: &str) -> List {
     for n in sorted.iter().filter(|n| n.len() >= 4) {
         stripped.entry(strip_seps(n)).or_insert_with(|| n.clone());
     }
+    let scopes = sorted
+        .iter()
+        .filter(|n| n.starts_with('@'))
+        .filter_map(|n| n.split_once('/').map(|(sc, _)| sc.to_string()))
+        .collect();
     List {
         names: sorted.iter().cloned().collect(),
         sorted,
         stripped,
+        scopes,
     }
 }
 
@@ -100,39 +110,49 @@ fn normalize(eco: &str, name: &str) -> String {
     }
 }
 
-/// Optimal string alignment distance, stopping early above `max`.
+/// Optimal string alignment distance, stopping early above `max` (any
+/// result above `max` is `max + 1`).
 pub(crate) fn osa_distance(a: &str, b: &str, max: usize) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
+    if a.is_ascii() && b.is_ascii() {
+        osa(a.as_bytes(), b.as_bytes(), max)
+    } else {
+        let a: Vec<char> = a.chars().collect();
+        let b: Vec<char> = b.chars().collect();
+        osa(&a, &b, max)
+    }
+}
+
+fn osa<T: PartialEq>(a: &[T], b: &[T], max: usize) -> usize {
     if a.len().abs_diff(b.len()) > max {
         return max + 1;
     }
+    // Three rolling rows: i-2, i-1, i.
     let w = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * w];
-    for i in 0..=a.len() {
-        d[i * w] = i;
+    let mut rows = vec![0usize; 3 * w];
+    for (j, cell) in rows[w..2 * w].iter_mut().enumerate() {
+        *cell = j; // row 0 lives in the "previous" slot
     }
-    for (j, cell) in d.iter_mut().enumerate().take(w) {
-        *cell = j;
-    }
+    let (mut pp, mut p, mut c) = (0, w, 2 * w);
     for i in 1..=a.len() {
-        let mut row_min = usize::MAX;
+        rows[c] = i;
+        let mut row_min = i;
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[(i - 1) * w + j] + 1)
-                .min(d[i * w + j - 1] + 1)
-                .min(d[(i - 1) * w + j - 1] + cost);
+            let mut v = (rows[p + j] + 1)
+                .min(rows[c + j - 1] + 1)
+                .min(rows[p + j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[(i - 2) * w + j - 2] + 1);
+                v = v.min(rows[pp + j - 2] + 1);
             }
-            d[i * w + j] = v;
+            rows[c + j] = v;
             row_min = row_min.min(v);
         }
         if row_min > max {
             return max + 1;
         }
+        (pp, p, c) = (p, c, pp);
     }
-    d[a.len() * w + b.len()]
+    rows[p + b.len()].min(max + 1)
 }
 
 fn strip_seps(s: &str) -> String {
@@ -181,7 +201,7 @@ const MAX_CHECKED: usize = 2_000;
 fn max_distance(len: usize) -> usize {
     match len {
         0..=3 => 0,
-        4..=8 => 1,
+        4..=11 => 1,
         _ => 2,
     }
 }
@@ -204,6 +224,20 @@ pub fn check_name(ecosystem: &str, name: &str) -> NameCheck {
         {
             return NameCheck::Popular;
         }
+    }
+    if ecosystem == "npm" && n.starts_with('@') {
+        let scope = n.split_once('/').map_or(n.as_str(), |(sc, _)| sc);
+        if l.scopes.contains(scope) {
+            return NameCheck::Popular;
+        }
+        // A lookalike of an owned scope (`@angualr/core`); scopes of 4
+        // letters or fewer (`@mdi`, `@mui`) are too dense to compare.
+        if scope.len() > 5 {
+            if let Some(sc) = l.scopes.iter().find(|sc| osa_distance(scope, sc, 1) <= 1) {
+                return NameCheck::Lookalike(format!("{sc}/*"));
+            }
+        }
+        return NameCheck::Unknown;
     }
     if let Some(p) = l.stripped.get(&strip_seps(&n)) {
         return NameCheck::Lookalike(p.clone());
@@ -368,5 +402,15 @@ mod unit {
             NameCheck::Unknown
         );
         assert_eq!(check_name("nope", "x"), NameCheck::Unchecked);
+        // npm scopes belong to their owner.
+        assert_eq!(
+            check_name("npm", "@types/some-rare-lib"),
+            NameCheck::Popular
+        );
+        assert_eq!(
+            check_name("npm", "@angualr/core"),
+            NameCheck::Lookalike("@angular/*".into())
+        );
+        assert_eq!(check_name("npm", "@zzqx/thing"), NameCheck::Unknown);
     }
 }
