@@ -695,3 +695,82 @@ fn on_a_terminal_exec_shows_the_preview_and_asks() {
     assert!(shown.contains("denied by user"), "{shown}");
     assert!(!ws.path().join("no-file").exists());
 }
+
+#[test]
+fn every_tool_step_of_an_agent_run_is_in_the_audit_log() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let plan = ws.path().parent().unwrap().join(format!(
+        "plan-audit-{}.jsonl",
+        ws.path().file_name().unwrap().to_string_lossy()
+    ));
+    let turns = [
+        serde_json::json!({"content": null, "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "echo one"}}]}),
+        serde_json::json!({"content": null, "tool_calls": [{"id": "c2", "name": "write_file", "arguments": {"path": "f.txt", "content": "hi\n"}}]}),
+        serde_json::json!({"content": null, "tool_calls": [{"id": "c3", "name": "shell", "arguments": {"command": "rm -rf ."}}]}),
+        serde_json::json!({"content": "done", "tool_calls": []}),
+    ];
+    std::fs::write(
+        &plan,
+        turns
+            .iter()
+            .map(|t| t.to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = d
+        .warden()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--approve", "yes", "--json", "--model"])
+        .arg(format!("script:{}", plan.display()))
+        .arg("audit me")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&plan);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run_id = first["run_id"].as_str().unwrap().to_string();
+    let out = d.run(&["audit", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &serde_json::Value| r["run_id"] == run_id.as_str())
+        .collect();
+    let of_call = |needle: &str| -> Vec<String> {
+        // The step whose classify record names the call, then its actions.
+        let step = recs
+            .iter()
+            .find(|r| {
+                r["action"] == "classify" && r["detail_json"].as_str().unwrap().contains(needle)
+            })
+            .unwrap_or_else(|| panic!("no classify record for {needle}: {recs:?}"))["step_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!step.is_empty());
+        recs.iter()
+            .filter(|r| r["step_id"] == step.as_str())
+            .map(|r| r["action"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let echo = of_call("echo one");
+    assert!(
+        echo.contains(&"exec_start".into()) && echo.contains(&"exec_end".into()),
+        "{echo:?}"
+    );
+    let write = of_call("write_file f.txt");
+    assert!(
+        write.contains(&"consume".into()) && write.contains(&"file_change".into()),
+        "{write:?}"
+    );
+    let rm = of_call("rm -rf .");
+    assert!(
+        rm.contains(&"deny".into()) && !rm.contains(&"exec_start".into()),
+        "{rm:?}"
+    );
+    assert_eq!(d.run(&["audit", "verify"]).status.code(), Some(0));
+}
