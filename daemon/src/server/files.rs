@@ -17,11 +17,41 @@ use crate::workspace::{FileChange, Limits, Workspace, WorkspaceError};
 
 pub struct FilesService {
     mgr: Arc<SessionManager>,
+    redactors: Redactors,
 }
 
 impl FilesService {
     pub fn new(mgr: Arc<SessionManager>) -> Self {
-        FilesService { mgr }
+        FilesService {
+            mgr,
+            redactors: Redactors::default(),
+        }
+    }
+}
+
+/// Built redactors by policy hash: building one compiles every rule, which
+/// is far slower than a read; each call gets the cached rules with a fresh
+/// marker key ([`Redactor::for_session`], as a new redactor would have).
+#[derive(Clone, Default)]
+struct Redactors(Arc<std::sync::Mutex<std::collections::HashMap<String, Redactor>>>);
+
+impl Redactors {
+    fn get(&self, s: &Session) -> Redactor {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() > 64 {
+            m.clear();
+        }
+        m.entry(s.policy.hash.clone())
+            .or_insert_with(|| Redactor::new(&s.policy.file.redact))
+            .for_session()
+    }
+}
+
+/// A secret file the policy refuses to show -> PERMISSION_DENIED.
+fn redact_status(e: crate::redact::RedactError) -> Status {
+    match e {
+        crate::redact::RedactError::SecretFile { .. } => Status::permission_denied(e.to_string()),
+        e => Status::internal(e.to_string()),
     }
 }
 
@@ -110,13 +140,19 @@ impl Files for FilesService {
     ) -> Result<Response<pb::ReadFileResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
+        let redactors = self.redactors.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
                 let limit = (r.limit > 0).then_some(r.limit);
                 let out = ws.read_file(&r.path, r.offset, limit).map_err(ws_status)?;
-                let (content, findings) = Redactor::new(&s.policy.file.redact).redact(&out.content);
+                // Secret files (by path, after following inside symlinks) are
+                // refused or shown as one marker, as the policy says.
+                let (content, findings) = redactors
+                    .get(s)
+                    .redact_file(std::path::Path::new(&out.path), out.content.as_bytes())
+                    .map_err(redact_status)?;
                 Ok(pb::ReadFileResponse {
-                    content,
+                    content: String::from_utf8_lossy(&content).into_owned(),
                     binary: out.binary,
                     size_bytes: out.size,
                     hash: out.hash,
@@ -274,12 +310,20 @@ impl Files for FilesService {
     ) -> Result<Response<pb::GrepResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
+        let redactors = self.redactors.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
-                let redactor = Redactor::new(&s.policy.file.redact);
-                let filter = |text: &str| {
-                    let (out, findings) = redactor.redact(text);
-                    (out, findings.len() as u32)
+                let redactor = redactors.get(s);
+                // Secret files the policy denies are skipped; others are
+                // matched as redacted.
+                let filter = |path: &str, text: &str| {
+                    let (out, findings) = redactor
+                        .redact_file(std::path::Path::new(path), text.as_bytes())
+                        .ok()?;
+                    Some((
+                        String::from_utf8_lossy(&out).into_owned(),
+                        findings.len() as u32,
+                    ))
                 };
                 let g = ws
                     .grep(

@@ -9,8 +9,8 @@ fn ws() -> (tempfile::TempDir, Workspace) {
     (t, w)
 }
 
-fn no_filter(s: &str) -> (String, u32) {
-    (s.to_string(), 0)
+fn no_filter(_: &str, s: &str) -> Option<(String, u32)> {
+    Some((s.to_string(), 0))
 }
 
 #[test]
@@ -369,9 +369,9 @@ fn list_and_grep_respect_gitignore_and_caps() {
     let g = w.grep("FN MAIN", "src", true, 0, &no_filter).unwrap();
     assert_eq!(g.matches.len(), 1);
     // The filter runs before matching: a hidden value cannot be probed.
-    let hide = |s: &str| {
+    let hide = |_: &str, s: &str| {
         let n = s.matches("token = 1").count() as u32;
-        (s.replace("token = 1", "token = [REDACTED]"), n)
+        Some((s.replace("token = 1", "token = [REDACTED]"), n))
     };
     assert!(w
         .grep("token = 1", "", false, 0, &hide)

@@ -306,8 +306,10 @@ impl Workspace {
     /// matching `pattern` (Rust `regex` syntax), at most `limit` matches (0
     /// means [`GREP_DEFAULT`], at most [`GREP_MAX`]).
     ///
-    /// `filter` (the redactor) is applied to each line *before* matching, so
-    /// a pattern can neither show nor probe for what the filter hides.
+    /// `filter(path, text)` (the redactor) is applied to each file's text
+    /// *before* matching, so a pattern can neither show nor probe for what
+    /// the filter hides; it returns the filtered text and how many things it
+    /// replaced, or `None` to skip the file (a secret file the policy denies).
     /// Binary files and files over `Limits::grep_file_bytes` are skipped.
     ///
     /// Errors: InvalidArgument for an empty, over-long or invalid pattern;
@@ -318,7 +320,7 @@ impl Workspace {
         path: &str,
         case_insensitive: bool,
         limit: usize,
-        filter: &dyn Fn(&str) -> (String, u32),
+        filter: &dyn Fn(&str, &str) -> Option<(String, u32)>,
     ) -> Result<GrepResult, WorkspaceError> {
         if pattern.is_empty() {
             return Err(WorkspaceError::InvalidArgument("empty pattern".into()));
@@ -414,7 +416,11 @@ impl Workspace {
         // One filter pass over the whole file: secrets that need context
         // (a key name on the line) are seen; when it changed nothing, the raw
         // lines are what the client may see.
-        let (whole, n) = (g.filter)(&text);
+        let Some((whole, n)) = (g.filter)(rel, &text) else {
+            g.out.files -= 1;
+            g.out.skipped += 1;
+            return;
+        };
         let filtered: Vec<String> = if n == 0 && whole == *text {
             raw.iter().map(|s| s.to_string()).collect()
         } else {
@@ -423,7 +429,17 @@ impl Workspace {
                 wl.iter().map(|s| s.to_string()).collect()
             } else {
                 // A redaction spanned lines: filter line by line.
-                raw.iter().map(|l| (g.filter)(l).0).collect()
+                let mut v = Vec::with_capacity(raw.len());
+                for l in &raw {
+                    match (g.filter)(rel, l) {
+                        Some((f, _)) => v.push(f),
+                        None => {
+                            g.out.skipped += 1;
+                            return;
+                        }
+                    }
+                }
+                v
             }
         };
         for (i, line) in filtered.iter().enumerate() {
@@ -448,7 +464,7 @@ impl Workspace {
 struct Grep<'a> {
     re: regex::Regex,
     limit: usize,
-    filter: &'a dyn Fn(&str) -> (String, u32),
+    filter: &'a dyn Fn(&str, &str) -> Option<(String, u32)>,
     out: GrepResult,
     visited: usize,
 }
