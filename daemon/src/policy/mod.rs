@@ -62,8 +62,12 @@ pub(crate) struct PartDetail {
     /// The argv at each wrapper level (`timeout 5 git push`, then `git push`);
     /// rules match any level.
     pub chain: Vec<Vec<String>>,
-    /// `lockfile`, `registry`, ... for install parts.
-    pub install_source: Option<&'static str>,
+    /// `lockfile`, `registry`, `requirements`, `git`, `path`, `url`,
+    /// `project`, `unknown` for install parts (the install guard's reading
+    /// when it has one).
+    pub install_source: Option<String>,
+    /// The install guard's reading of this part (`crate::install::parse_intent`).
+    pub intent: Option<crate::install::InstallIntent>,
 }
 
 impl Default for Part {
@@ -332,13 +336,14 @@ impl Policy {
     /// names `destructive`. The whole command gets the strictest part
     /// decision and the highest part tier.
     pub fn classify(&self, command: &str, ctx: &ClassifyContext) -> Classification {
-        let a = analyze(command, ctx);
+        let a = analyze_with(command, ctx, Some(&self.file.install));
         let mut tier = if a.unclassifiable || a.parts.is_empty() {
             Tier::Write
         } else {
             Tier::SafeRead
         };
         let mut decision = None::<Decision>;
+        let mut guard_notes: Vec<String> = Vec::new();
         let mut rule: Option<&rules::CompiledRule> = None;
         for (i, p) in a.parts.iter().enumerate() {
             tier = tier.max(p.tier);
@@ -356,7 +361,19 @@ impl Policy {
                     part_rule = Some(r);
                 }
             }
-            let d = part_rule.map_or(matrix, |r| r.rule.decision);
+            let mut d = part_rule.map_or(matrix, |r| r.rule.decision);
+            if let (Tier::Install, Some(intent)) = (p.tier, &a.details[i].intent) {
+                if part_rule.is_none() && self.file.install.allows_without_asking(intent) {
+                    d = Decision::Allow;
+                    guard_notes.push("install guard: lockfile install allowed by [install]".into());
+                }
+                if let Some(why) = intent.always_asks() {
+                    if d == Decision::Allow {
+                        d = Decision::Ask;
+                        guard_notes.push(format!("install guard: {why}: at least ask"));
+                    }
+                }
+            }
             if decision.is_none_or(|cur| d > cur) {
                 decision = Some(d);
                 rule = part_rule;
@@ -380,6 +397,7 @@ impl Policy {
                 }
             }
         }
+        reasons.extend(guard_notes);
         match rule {
             Some(r) => reasons.push(format!("rule {}: {}", r.rule.id, r.rule.decision)),
             None => reasons.push(format!("policy {}: {} -> {}", self.name, tier, decision)),
@@ -411,7 +429,7 @@ impl Policy {
             parts: a.parts,
             writes,
             hosts,
-            install: None,
+            install: a.details.iter().find_map(|d| d.intent.clone()),
             justification: rule.and_then(|r| r.rule.justification.clone()),
         }
     }
@@ -439,8 +457,45 @@ struct Analysis {
 }
 
 fn analyze(command: &str, ctx: &ClassifyContext) -> Analysis {
+    analyze_with(command, ctx, None)
+}
+
+/// Parses and classifies `command`; install parts get the install guard's
+/// intent (reading requirement and lock files from the workspace when `ctx`
+/// has one, within `install`'s limits).
+fn analyze_with(
+    command: &str,
+    ctx: &ClassifyContext,
+    install: Option<&crate::install::InstallSettings>,
+) -> Analysis {
     let mut an = shell::Analyzer::new(ctx);
     an.analyze(command, 0);
+    for d in an.details.iter_mut() {
+        if d.install_source.is_none() {
+            continue;
+        }
+        let intent = d
+            .chain
+            .iter()
+            .rev()
+            .find_map(|argv| match (&ctx.workspace, install) {
+                (Some(ws), Some(settings)) => crate::install::parse_intent_with(
+                    argv,
+                    ws,
+                    ctx.cwd.as_deref().unwrap_or(std::path::Path::new("")),
+                    settings,
+                ),
+                _ => crate::install::parse_intent(argv),
+            });
+        if let Some(i) = intent {
+            d.install_source = Some(if i.is_unknown() {
+                "unknown".to_string()
+            } else {
+                i.source.clone()
+            });
+            d.intent = Some(i);
+        }
+    }
     if an.parts.is_empty() && !an.unclassifiable {
         an.fail(vec![], "no command found: not classified");
     }

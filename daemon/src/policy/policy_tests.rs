@@ -327,3 +327,42 @@ fn json_has_the_interface_fields() {
     );
     assert_eq!(v["commands"][0]["tier"], "safe-read");
 }
+
+#[test]
+fn install_guard_fills_intent_and_holds_back_risky_installs() {
+    let p = Policy::builtin("default").unwrap();
+    let c = p.classify("timeout 60 npm i lodash@4", &ctx());
+    let intent = c.install.expect("install intent");
+    assert_eq!(intent.manager, "npm");
+    assert!(intent.packages.iter().any(|p| p.name == "lodash"));
+    assert!(p.classify("ls -la", &ctx()).install.is_none());
+    // A policy allowing the install tier still asks for what the guard always asks.
+    let open = Policy::from_toml(
+        "open",
+        "[tiers]\nsafe-read = \"allow\"\nwrite = \"allow\"\nnetwork = \"allow\"\ninstall = \"allow\"\ndestructive = \"deny\"\n",
+    )
+    .unwrap();
+    let c = open.classify("npx cowsay hi", &ctx());
+    assert_eq!(
+        (c.tier, c.decision),
+        (Tier::Install, Decision::Ask),
+        "{:?}",
+        c.reasons
+    );
+    assert!(
+        c.reasons.iter().any(|r| r.starts_with("install guard")),
+        "{:?}",
+        c.reasons
+    );
+    // [install] allow_lockfile_installs lets lockfile installs through a denying matrix.
+    let locked = Policy::from_toml(
+        "locked",
+        "[tiers]\nsafe-read = \"allow\"\nwrite = \"allow\"\nnetwork = \"deny\"\ninstall = \"deny\"\ndestructive = \"deny\"\n[install]\nallow_lockfile_installs = true\n",
+    )
+    .unwrap();
+    assert_eq!(locked.classify("npm ci", &ctx()).decision, Decision::Allow);
+    assert_eq!(
+        locked.classify("npm install left-pad", &ctx()).decision,
+        Decision::Deny
+    );
+}

@@ -158,7 +158,7 @@ impl CompiledRule {
 
     /// True when `part` (with what the analysis knows about it) matches.
     pub(crate) fn matches(&self, part: &Part, detail: &PartDetail) -> bool {
-        let install_source = detail.install_source;
+        let install_source = detail.install_source.as_deref();
         let r = &self.rule;
         let all = r.decision == Decision::Allow;
         if !r.tiers.is_empty() && !r.tiers.contains(&part.tier) {

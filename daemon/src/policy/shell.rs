@@ -540,7 +540,8 @@ impl<'c> Analyzer<'c> {
             writes: v.writes,
             hosts: v.hosts,
             chain: v.chain,
-            install_source: v.install_source,
+            install_source: v.install_source.map(String::from),
+            intent: None,
         });
     }
 
