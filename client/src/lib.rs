@@ -4,7 +4,7 @@
 //! ```no_run
 //! # async fn f() -> Result<(), warden_client::ClientError> {
 //! let client = warden_client::Client::connect_or_start(&warden_client::Options::default()).await?;
-//! let session = client.create_session("/path/to/repo", None).await?;
+//! let session = client.create_session(std::path::Path::new("/path/to/repo"), None).await?;
 //! # Ok(()) }
 //! ```
 

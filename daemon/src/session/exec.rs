@@ -28,6 +28,9 @@ pub const MAX_OUTPUT_LIMIT_BYTES: u64 = 256 << 20;
 /// How long output readers may keep draining after the command's init
 /// process ended, ms.
 const DRAIN_GRACE_MS: u64 = 2_000;
+/// After this long without output, held-back output is flushed through the
+/// redactor, ms.
+const IDLE_FLUSH_MS: u64 = 150;
 /// Size of one read from a command's pipe, bytes.
 const CHUNK_BYTES: usize = 32 * 1024;
 
@@ -490,9 +493,23 @@ async fn pump(
     let mut buf = vec![0u8; CHUNK_BYTES];
     let mut kept: u64 = 0;
     loop {
-        let n = match rx.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = match tokio::time::timeout(Duration::from_millis(IDLE_FLUSH_MS), rx.read(&mut buf))
+            .await
+        {
+            // The command has been quiet: let what the redactor holds back
+            // out, so interactive output streams promptly.
+            Err(_) => {
+                if redactor.pending() > 0 {
+                    let out = redactor.flush();
+                    keep_head(&mut res.head, &out);
+                    if !out.is_empty() && tx.send(wrap(out)).await.is_err() {
+                        return res;
+                    }
+                }
+                continue;
+            }
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => n,
         };
         let room = limit.saturating_sub(kept) as usize;
         let take = n.min(room);
