@@ -198,6 +198,10 @@ pub struct InstallIntent {
     pub requirements: Vec<PackageRef>,
     /// The raw argv.
     pub argv: Vec<String>,
+    /// What an approval (without scripts) will run instead of `argv`, and
+    /// what was changed; filled by [`guard`], for the approval preview.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardening: Option<Hardening>,
 }
 
 impl InstallIntent {
@@ -378,6 +382,31 @@ pub fn parse_intent(argv: &[String]) -> Option<InstallIntent> {
 /// cannot be read adds a warning naming it and why.
 pub fn parse_intent_in(argv: &[String], root: &Path) -> Option<InstallIntent> {
     parse_intent_with(argv, root, Path::new(""), &InstallSettings::default())
+}
+
+/// The one call for classification: [`parse_intent`], or
+/// [`parse_intent_with`] when the workspace `root` and the relative `cwd`
+/// are known, then [`InstallIntent::hardening`] filled with what
+/// [`harden`] would change for an approval without scripts under
+/// `settings` (the policy's `[install]` section).
+pub fn guard(
+    argv: &[String],
+    workspace: Option<(&Path, &Path)>,
+    settings: &InstallSettings,
+) -> Option<InstallIntent> {
+    let mut intent = match workspace {
+        Some((root, cwd)) => parse_intent_with(argv, root, cwd, settings)?,
+        None => {
+            let mut i = parse::parse(argv)?;
+            typo::annotate(&mut i, settings.warn_unknown_names);
+            i
+        }
+    };
+    let h = harden(&intent, settings, false);
+    if h.argv != intent.argv || !h.changes.is_empty() {
+        intent.hardening = Some(h);
+    }
+    Some(intent)
 }
 
 /// [`parse_intent_in`] with the working directory `cwd` relative to `root`

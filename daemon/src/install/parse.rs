@@ -139,6 +139,7 @@ impl Out {
             files: vec![],
             requirements: vec![],
             argv: vec![],
+            hardening: None,
         })
     }
     /// A form of a known manager that the parser does not know: it asks.

@@ -1074,3 +1074,32 @@ fn npm_install_with_a_lock_present_and_npm_ci_differ_in_decision_under_ci() {
     };
     assert!(allow.allows_without_asking(&c) && !allow.allows_without_asking(&i));
 }
+
+#[test]
+fn guard_fills_the_hardening_preview() {
+    let s = InstallSettings::default();
+    let i = guard(&words("npm i lodash@4"), None, &s).unwrap();
+    let h = i.hardening.as_ref().unwrap();
+    assert_eq!(h.argv.join(" "), "npm i lodash@4 --ignore-scripts");
+    assert!(h.changes[0].contains("--ignore-scripts"));
+    let json = serde_json::to_value(&i).unwrap();
+    assert_eq!(json["hardening"]["argv"][3], "--ignore-scripts");
+    assert_eq!(json["packages"][0]["version"], "4");
+    // Nothing to change: no hardening entry.
+    assert!(
+        guard(&words("go get github.com/pkg/errors@v0.9.1"), None, &s)
+            .unwrap()
+            .hardening
+            .is_none()
+    );
+    assert!(guard(&words("ls -la"), None, &s).is_none());
+    // With a workspace, requirements are read too.
+    let d = ws(&[("requirements.txt", "flask\n")]);
+    let i = guard(
+        &words("pip install -r requirements.txt"),
+        Some((d.path(), Path::new(""))),
+        &s,
+    )
+    .unwrap();
+    assert_eq!(names(&i), ["flask"]);
+}
