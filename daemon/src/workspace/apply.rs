@@ -136,6 +136,29 @@ impl Workspace {
                     created_dirs: vec![],
                 })
             }
+            (Some(old), Some(new)) if old != new && !fp.rename => {
+                // A plain diff between two names (`diff -u f.orig f`): patch
+                // the one that exists in place; never rename without git's
+                // rename headers.
+                let exists = |p: &str| -> Result<bool, WorkspaceError> {
+                    let side = self.side(p, false)?;
+                    Ok(self.current_of(&side)?.exists)
+                };
+                let target = match (exists(old)?, exists(new)?) {
+                    (true, false) => old,
+                    (false, true) => new,
+                    (true, true) => {
+                        return Err(WorkspaceError::InvalidArgument(format!(
+                            "patch names {old} and {new}, both exist and there are no rename headers: which one to patch is ambiguous"
+                        )))
+                    }
+                    (false, false) => return Err(WorkspaceError::NotFound(new.clone())),
+                };
+                let mut one = fp.clone();
+                one.old_path = Some(target.clone());
+                one.new_path = Some(target.clone());
+                self.plan(&one)
+            }
             (Some(old), new) => {
                 let src = self.side(old, true)?;
                 self.check_writable(old, src.rel())?;

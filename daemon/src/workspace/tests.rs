@@ -386,3 +386,25 @@ fn list_and_grep_respect_gitignore_and_caps() {
         Err(WorkspaceError::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn plain_diff_between_two_names_patches_the_existing_one() {
+    let (t, w) = ws();
+    let root = t.path().join("ws");
+    fs::write(root.join("f.c"), "a\n").unwrap();
+    let ch = w
+        .apply_patch("--- f.c.orig\t2024-01-01\n+++ f.c\t2024-01-02\n@@ -1 +1 @@\n-a\n+b\n")
+        .unwrap();
+    assert_eq!(
+        (ch[0].path.as_str(), ch[0].kind),
+        ("f.c", ChangeKind::Modified)
+    );
+    assert_eq!(fs::read_to_string(root.join("f.c")).unwrap(), "b\n");
+    assert!(!root.join("f.c.orig").exists());
+    fs::write(root.join("g"), "b\n").unwrap();
+    assert!(matches!(
+        w.apply_patch("--- f.c\n+++ g\n@@ -1 +1 @@\n-b\n+c\n"),
+        Err(WorkspaceError::InvalidArgument(_))
+    ));
+    assert_eq!(fs::read_to_string(root.join("g")).unwrap(), "b\n");
+}
