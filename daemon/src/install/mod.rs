@@ -388,7 +388,9 @@ pub fn parse_intent_in(argv: &[String], root: &Path) -> Option<InstallIntent> {
 /// [`parse_intent_with`] when the workspace `root` and the relative `cwd`
 /// are known, then [`InstallIntent::hardening`] filled with what
 /// [`harden`] would change for an approval without scripts under
-/// `settings` (the policy's `[install]` section).
+/// `settings` (the policy's `[install]` section); each change is also a
+/// warning starting `hardening: `, so previews that show only warnings
+/// (the proto `InstallIntent`) say what was changed.
 pub fn guard(
     argv: &[String],
     workspace: Option<(&Path, &Path)>,
@@ -404,6 +406,10 @@ pub fn guard(
     };
     let h = harden(&intent, settings, false);
     if h.argv != intent.argv || !h.changes.is_empty() {
+        // The preview's warnings travel everywhere (proto, CLI, audit).
+        for c in &h.changes {
+            intent.warnings.push(format!("hardening: {c}"));
+        }
         intent.hardening = Some(h);
     }
     Some(intent)

@@ -1082,6 +1082,10 @@ fn guard_fills_the_hardening_preview() {
     let h = i.hardening.as_ref().unwrap();
     assert_eq!(h.argv.join(" "), "npm i lodash@4 --ignore-scripts");
     assert!(h.changes[0].contains("--ignore-scripts"));
+    assert!(i
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("hardening: added --ignore-scripts")));
     let json = serde_json::to_value(&i).unwrap();
     assert_eq!(json["hardening"]["argv"][3], "--ignore-scripts");
     assert_eq!(json["packages"][0]["version"], "4");
