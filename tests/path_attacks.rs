@@ -1131,3 +1131,100 @@ fn e2e_workspace_root_swapped_for_a_symlink() {
         assert!(!e.message().contains("TOP SECRET"));
     });
 }
+
+// --- interop: patches git itself produced ------------------------------------
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Files (not `.git`) with content and the executable bit.
+fn tree(dir: &Path) -> BTreeMap<String, String> {
+    snapshot(dir)
+        .into_iter()
+        .filter(|(k, v)| !k.starts_with(".git") && !v.starts_with("dir "))
+        .map(|(k, _)| {
+            let p = dir.join(&k);
+            let exec = fs::metadata(&p).unwrap().permissions().mode() & 0o100 != 0;
+            (k, format!("{exec} {:?}", fs::read(&p).unwrap()))
+        })
+        .collect()
+}
+
+/// `git diff -M` output (renames, mode changes, creations, deletions, quoted
+/// non-ASCII names, names with spaces, no newline at end of file) applies
+/// to the same tree git has.
+#[test]
+fn git_generated_patches_apply_like_git() {
+    let t = tempfile::Builder::new()
+        .prefix("pa-git-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let r = t.path();
+    git(r, &["init", "-q"]);
+    let lines: String = (1..=40).map(|i| format!("line {i}\n")).collect();
+    fs::write(r.join("a.txt"), &lines).unwrap();
+    fs::write(r.join("b.txt"), "to be deleted\n").unwrap();
+    fs::write(r.join("sp ace.txt"), "some\ncontent\nthat\nmoves\nalong\n").unwrap();
+    fs::write(r.join("ünï.txt"), "unicode name\n").unwrap();
+    fs::write(r.join("script.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    fs::write(r.join("noeol.txt"), "first\nlast").unwrap();
+    git(r, &["add", "-A"]);
+    git(r, &["commit", "-qm", "base"]);
+    let before = tree(r);
+
+    let edited = lines
+        .replace("line 2\n", "line two\n")
+        .replace("line 20\n", "line 20\ninserted\n")
+        .replace("line 39\n", "");
+    fs::write(r.join("a.txt"), edited).unwrap();
+    fs::remove_file(r.join("b.txt")).unwrap();
+    fs::create_dir(r.join("dir")).unwrap();
+    fs::remove_file(r.join("sp ace.txt")).unwrap();
+    fs::write(
+        r.join("dir/renamed space.txt"),
+        "some\ncontent\nthat\nmoves\nalong!\n",
+    )
+    .unwrap();
+    fs::set_permissions(r.join("script.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::create_dir_all(r.join("new/deep")).unwrap();
+    fs::write(r.join("new/deep/file.txt"), "fresh\n").unwrap();
+    fs::write(r.join("noeol.txt"), "first\nchanged last").unwrap();
+    fs::write(r.join("ünï.txt"), "unicode name, edited\n").unwrap();
+    git(r, &["add", "-A"]);
+    let patch = git(r, &["diff", "--cached", "-M"]);
+    assert!(
+        patch.contains("rename from") && patch.contains("\\303\\274"),
+        "{patch}"
+    );
+    let want = tree(r);
+
+    git(r, &["reset", "-q", "--hard", "HEAD"]);
+    git(r, &["clean", "-qfd"]);
+    assert_eq!(tree(r), before);
+    let w = Workspace::open(r).unwrap();
+    let changes = w.apply_patch(&patch).unwrap();
+    assert_eq!(changes.len(), 7, "{changes:?}");
+    assert_eq!(tree(r), want);
+    // And git agrees the index now matches the working tree.
+    git(r, &["add", "-A"]);
+    assert_eq!(git(r, &["diff", "--cached", "-M"]), patch);
+}
