@@ -116,6 +116,151 @@ fn python_unittest(h: &H) {
     assert!(o.stdout.contains("OK"), "{}", o.stdout);
 }
 
+fn asyncio_threads_and_unix_sockets(h: &H) {
+    let ws = h.workspace();
+    let code = r#"
+import asyncio, os, socket, threading, struct
+# asyncio (uses socketpair + epoll internally)
+async def main():
+    async def handle(r, w):
+        w.write(await r.read(2)); await w.drain(); w.close()
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(b"42"); await w.drain()
+    data = await r.read(2); srv.close()
+    return int(data)
+print("asyncio", asyncio.run(main()))
+# threads
+out = []
+ts = [threading.Thread(target=lambda i=i: out.append(i)) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print("threads", len(out))
+# a Unix socket in the workspace
+srv = socket.socket(socket.AF_UNIX); srv.bind("ws.sock"); srv.listen(1)
+c = socket.socket(socket.AF_UNIX); c.connect("ws.sock"); a, _ = srv.accept()
+c.sendall(b"hi"); print("unix", a.recv(2).decode())
+# socketpair with SO_PASSCRED
+p1, p2 = socket.socketpair()
+p2.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+p1.sendall(b"x")
+msg, anc, _, _ = p2.recvmsg(1, socket.CMSG_SPACE(12))
+pid, uid, gid = struct.unpack("iII", anc[0][2])
+print("passcred", uid, gid, pid > 0)
+"#;
+    let o = h.py(ws.path(), Profile::Write, code);
+    o.assert_ok("asyncio/threads/unix");
+    assert!(o.stdout.contains("asyncio 42"), "{}", o.stdout);
+    assert!(o.stdout.contains("threads 8"));
+    assert!(o.stdout.contains("unix hi"));
+    assert!(o.stdout.contains("passcred 1000 1000 True"), "{}", o.stdout);
+}
+
+fn mmap_two_gib(h: &H) {
+    let ws = h.workspace();
+    let code = "import mmap; m = mmap.mmap(-1, 2 << 30); m[0] = 1; m[(2 << 30) - 1] = 2; print('mapped', len(m))";
+    let o = h.py(ws.path(), Profile::Write, code);
+    o.assert_ok("2 GiB mmap");
+    assert!(o.stdout.contains("mapped 2147483648"));
+}
+
+fn git_commit(h: &H) {
+    let ws = h.workspace();
+    let o = h.sh(
+        ws.path(),
+        Profile::Write,
+        "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b
+         git init -q . && echo hi > f && git add f && git commit -qm first && git log --oneline | wc -l",
+    );
+    o.assert_ok("git init + commit");
+    assert_eq!(o.stdout.trim(), "1");
+    // A second run: .git/hooks and .git/config now exist and are protected,
+    // and committing still works.
+    let o = h.sh(
+        ws.path(),
+        Profile::Write,
+        "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b
+         echo more >> f && git commit -qam second && git log --oneline | wc -l && git status --short | wc -l",
+    );
+    o.assert_ok("git commit with protected paths");
+    assert_eq!(o.stdout.split_whitespace().collect::<Vec<_>>(), ["2", "0"]);
+}
+
+fn network_profile_reaches_host_loopback(h: &H) {
+    // The documented behaviour of the network tier (host network for now).
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let ws = h.workspace();
+    let o = h.py(
+        ws.path(),
+        Profile::Network,
+        &format!(
+            "import socket; socket.create_connection(('127.0.0.1', {port}), 3); print('connected')"
+        ),
+    );
+    o.assert_ok("network tier");
+    assert!(o.stdout.contains("connected"));
+}
+
+fn worktree_style_git_file(h: &H) {
+    let ws = h.workspace();
+    std::fs::write(
+        ws.path().join(".git"),
+        "gitdir: /nonexistent/.git/worktrees/x\n",
+    )
+    .unwrap();
+    let o = h.sh(ws.path(), Profile::Write, "echo ok > f && cat f");
+    o.assert_ok(".git file");
+}
+
+fn bad_requests_are_refused(h: &H) {
+    use warden_daemon::sandbox::SandboxError;
+    let ws = h.workspace();
+    let cases: Vec<(&str, Box<dyn Fn(&mut warden_daemon::sandbox::SpawnRequest)>)> = vec![
+        ("empty argv", Box::new(|r| r.argv.clear())),
+        ("NUL in argv", Box::new(|r| r.argv[0] = "tr\0ue".into())),
+        (
+            "relative workspace",
+            Box::new(|r| r.workspace = "rel".into()),
+        ),
+        (
+            "missing workspace",
+            Box::new(|r| r.workspace = "/nonexistent/ws".into()),
+        ),
+        ("cwd outside", Box::new(|r| r.cwd = "/etc".into())),
+        (
+            "workspace /",
+            Box::new(|r| {
+                r.workspace = "/".into();
+                r.cwd = "/".into();
+            }),
+        ),
+        (
+            "NUL in env",
+            Box::new(|r| r.env.push(("A".into(), "b\0c".into()))),
+        ),
+        ("bad limit", Box::new(|r| r.settings.limits.nproc = 0)),
+    ];
+    for (name, edit) in cases {
+        let mut req = h.request(ws.path(), Profile::Write, &["true"]);
+        edit(&mut req);
+        match h.run_req(req, Duration::from_secs(10)) {
+            Err(SandboxError::Refused(m)) => assert!(!m.is_empty(), "{name}"),
+            Err(e) => panic!("{name}: expected Refused, got {e}"),
+            Ok(o) => panic!("{name}: ran ({:?})", o.exit),
+        }
+    }
+    // A command that does not exist is a set-up error naming execve.
+    let req = h.request(ws.path(), Profile::Write, &["no-such-command-xyz"]);
+    match h.run_req(req, Duration::from_secs(10)) {
+        Err(SandboxError::Setup { stage, message }) => {
+            assert_eq!(stage, "execve");
+            assert!(message.contains("not found"), "{message}");
+        }
+        other => panic!("expected an execve error, got {:?}", other.map(|o| o.exit)),
+    }
+}
+
 fn main() {
     main_with(&[
         ("basics", basics),
@@ -124,6 +269,18 @@ fn main() {
         ("scratch_dirs_and_home", scratch_dirs_and_home),
         ("loopback_server", loopback_server),
         ("python_unittest", python_unittest),
+        (
+            "asyncio_threads_and_unix_sockets",
+            asyncio_threads_and_unix_sockets,
+        ),
+        ("mmap_two_gib", mmap_two_gib),
+        ("git_commit", git_commit),
+        (
+            "network_profile_reaches_host_loopback",
+            network_profile_reaches_host_loopback,
+        ),
+        ("worktree_style_git_file", worktree_style_git_file),
+        ("bad_requests_are_refused", bad_requests_are_refused),
         ("cargo_test_offline", cargo_test_offline),
     ]);
 }

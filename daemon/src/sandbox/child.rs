@@ -146,6 +146,7 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
         unsafe { libc::_exit(125) }
     }
     drop(io.sync_rd);
+    super::helper::trace("child: go");
     // SAFETY: prctl with constant arguments.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -174,9 +175,11 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
             fail(setup, "network", &e);
         }
     }
+    super::helper::trace("child: lo up");
     if let Err((stage, m)) = mounts::build(&plan.ops, &srcs, 16 << 20) {
         fail(setup, stage, &m);
     }
+    super::helper::trace("child: mounts + pivot");
     if let Err((stage, m)) = mounts::protect(&plan.workspace, &plan.protect) {
         fail(setup, stage, &m);
     }
@@ -185,6 +188,7 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     }
     drop(srcs);
 
+    super::helper::trace("child: sealed");
     // SAFETY: the process is single-threaded; the child only runs our code
     // until execve.
     let pid = unsafe { libc::fork() };
@@ -324,10 +328,12 @@ fn command_main(
             ),
         );
     }
+    super::helper::trace("cmd: landlock");
     report(setup, &[b'L', enforcement as u8]);
     if let Err(e) = super::seccomp::install(filters) {
         fail(setup, "seccomp", &e);
     }
+    super::helper::trace("cmd: seccomp");
     let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = plan.env.iter().map(|a| a.as_ptr()).collect();
@@ -372,5 +378,30 @@ pub(crate) fn parse_setup(buf: &[u8]) -> Result<Enforcement, (String, String)> {
             "setup".into(),
             "sandbox set-up ended without a report".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_records_decode() {
+        assert_eq!(
+            parse_setup(&[b'L', Enforcement::Full as u8]),
+            Ok(Enforcement::Full)
+        );
+        assert_eq!(
+            parse_setup(&[b'L', Enforcement::Partial as u8]),
+            Ok(Enforcement::Partial)
+        );
+        let e = parse_setup(b"Emount\0bind /usr: EINVAL").unwrap_err();
+        assert_eq!(e, ("mount".to_string(), "bind /usr: EINVAL".to_string()));
+        // A failure after the Landlock report wins over the report.
+        let mut b = vec![b'L', 0];
+        b.extend_from_slice(b"Eseccomp\0filter 1: EINVAL");
+        assert_eq!(parse_setup(&b).unwrap_err().0, "seccomp");
+        // Nothing at all (the child died before reporting) is an error.
+        assert!(parse_setup(b"").is_err());
     }
 }

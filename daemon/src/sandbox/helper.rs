@@ -20,6 +20,21 @@ use super::protocol::{self, FromHelper, ToHelper, WireError, WireRequest};
 /// `WARDEN_SANDBOX_HOST_UID` in the daemon's environment).
 pub const DEFAULT_ROOT_HOST_UID: u32 = 2_000_000_000;
 
+static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+static mut T0: Option<std::time::Instant> = None;
+
+/// With `WARDEN_SPAWN_TRACE=1` in the daemon's environment, prints the time
+/// of each set-up phase (µs since the request arrived) on standard error.
+pub(crate) fn trace(what: &str) {
+    if *TRACE.get_or_init(|| std::env::var_os("WARDEN_SPAWN_TRACE").is_some()) {
+        // SAFETY: single-threaded process; T0 is only written in try_spawn.
+        let t0 = unsafe { T0 };
+        if let Some(t0) = t0 {
+            eprintln!("spawn-trace {:>8} us  {what}", t0.elapsed().as_micros());
+        }
+    }
+}
+
 /// How long the set-up of one command may take before it is killed, ms.
 const SETUP_TIMEOUT_MS: i32 = 30_000;
 
@@ -214,6 +229,7 @@ impl Helper {
             if pid <= 0 {
                 return;
             }
+            trace("reaped");
             let Some(rec) = self.children.remove(&pid) else {
                 continue;
             };
@@ -267,11 +283,15 @@ impl Helper {
         }
         let stderr = fds.pop().unwrap();
         let stdout = fds.pop().unwrap();
+        // SAFETY: single-threaded process.
+        unsafe { T0 = Some(std::time::Instant::now()) };
         let mut plan = Plan::new(req, &self.host)?;
+        trace("plan");
         if self.host.root {
             let mnt = self.idmapped_workspace(&plan)?;
             plan.attach_workspace(mnt);
         }
+        trace("idmap");
         let (sync_rd, sync_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (setup_rd, setup_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (exit_rd, exit_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
@@ -299,6 +319,7 @@ impl Helper {
                 0usize,
             )
         } as libc::pid_t;
+        trace("clone");
         if pid < 0 {
             return Err(setup_err(
                 "namespaces",
@@ -377,11 +398,13 @@ impl Helper {
             return Err(fail(self, setup_err("userns", "child vanished")));
         }
         drop(sync_wr);
+        trace("maps written");
 
         let buf = match read_until_eof(&setup_rd, SETUP_TIMEOUT_MS) {
             Ok(b) => b,
             Err(e) => return Err(fail(self, setup_err("setup", e))),
         };
+        trace("setup done (execve)");
         match child::parse_setup(&buf) {
             Ok(e) => {
                 if let Some(r) = self.children.get_mut(&pid) {

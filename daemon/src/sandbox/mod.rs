@@ -261,6 +261,14 @@ impl std::fmt::Debug for Inner {
     }
 }
 
+impl Drop for Inner {
+    /// The last handle is gone: the helper sees EOF, kills every command it
+    /// still runs and exits; the reader thread ends.
+    fn drop(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 impl Inner {
     fn send(
         &self,
@@ -528,6 +536,42 @@ impl Spawner {
             }
             Err(_) => Err(SandboxError::Helper(self.death())),
         }
+    }
+
+    /// Runs `true` confined under `settings` in a scratch workspace: a
+    /// start-up self-test (the daemon should refuse to start when it fails).
+    /// Returns the Landlock enforcement obtained.
+    ///
+    /// Errors: whatever [`Spawner::spawn`] returns, or
+    /// [`SandboxError::Setup`] (stage `self-test`) when `true` did not exit 0.
+    pub async fn self_test(&self, settings: &SandboxSettings) -> Result<Enforcement, SandboxError> {
+        let ws = std::env::temp_dir().join(format!("warden-selftest-{}", crate::new_id()));
+        std::fs::create_dir_all(&ws)?;
+        let ws = ws.canonicalize()?;
+        let req = SpawnRequest {
+            argv: vec!["true".into()],
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            workspace: ws.clone(),
+            cwd: ws.clone(),
+            profile: Profile::Write,
+            settings: settings.clone(),
+        };
+        let r = async {
+            let (_r1, w1) = nix::unistd::pipe().map_err(std::io::Error::from)?;
+            let (_r2, w2) = nix::unistd::pipe().map_err(std::io::Error::from)?;
+            let mut child = self.spawn(req, w1, w2).await?;
+            let exit = child.wait().await?;
+            if exit.code != Some(0) {
+                return Err(SandboxError::Setup {
+                    stage: "self-test".into(),
+                    message: format!("`true` ended with {exit:?}"),
+                });
+            }
+            Ok(child.landlock)
+        }
+        .await;
+        let _ = std::fs::remove_dir_all(&ws);
+        r
     }
 
     fn forget(&self, id: u64) {

@@ -187,19 +187,19 @@ impl Plan {
                            visible: &mut Vec<PathBuf>,
                            rules: &mut Rules|
          -> Result<(), WireError> {
-            let m = match std::fs::symlink_metadata(p) {
-                Ok(m) => m,
-                Err(_) => return Ok(()), // absent: skipped
-            };
             for h in &req.hidden {
-                if overlaps(p, h) {
+                if p.starts_with(h) {
                     return Err(refused(format!(
-                        "read-only path {} overlaps hidden path {}",
+                        "read-only path {} lies inside hidden path {}",
                         p.display(),
                         h.display()
                     )));
                 }
             }
+            let m = match std::fs::symlink_metadata(p) {
+                Ok(m) => m,
+                Err(_) => return Ok(()), // absent: skipped
+            };
             if m.file_type().is_symlink() && SYSTEM.iter().any(|s| Path::new(s) == p) {
                 let target = std::fs::read_link(p).map_err(|e| setup("plan", e.to_string()))?;
                 ops.push(Op::Symlink {
@@ -223,6 +223,18 @@ impl Plan {
             visible.push(p.to_path_buf());
             rules.read.push(p.to_path_buf());
             bound_sources.push(p.to_path_buf());
+            // A hidden path inside the bound tree (a state dir under /opt)
+            // is covered by an empty read-only mount.
+            for h in &req.hidden {
+                if h.starts_with(p) && h != p {
+                    if let Ok(hm) = std::fs::symlink_metadata(h) {
+                        ops.push(Op::Mask {
+                            dst: h.clone(),
+                            file: !hm.is_dir(),
+                        });
+                    }
+                }
+            }
             Ok(())
         };
 
@@ -442,5 +454,103 @@ impl Plan {
                 dst: self.workspace.clone(),
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::SandboxSettings;
+
+    fn req(ws: &Path, profile: Profile) -> WireRequest {
+        WireRequest {
+            argv: vec!["true".into()],
+            env: vec![(
+                "PATH".into(),
+                format!("/usr/bin:/nonexistent/bin:relative:{}/bin", ws.display()),
+            )],
+            workspace: ws.to_path_buf(),
+            cwd: ws.to_path_buf(),
+            profile,
+            settings: SandboxSettings::default(),
+            hidden: vec!["/run".into()],
+        }
+    }
+
+    fn host(home: &Path) -> HostFacts {
+        HostFacts {
+            root: false,
+            host_uid: 1234,
+            host_gid: 1234,
+            home: home.to_path_buf(),
+        }
+    }
+
+    #[test]
+    fn path_keeps_only_visible_dirs_and_ops_go_parents_first() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let ws_path = ws.path().canonicalize().unwrap();
+        let plan = Plan::new(&req(&ws_path, Profile::Write), &host(home.path())).unwrap();
+        let path = plan
+            .env
+            .iter()
+            .find_map(|e| e.to_str().ok()?.strip_prefix("PATH=").map(String::from))
+            .unwrap();
+        assert_eq!(path, format!("/usr/bin:{}/bin", ws_path.display()));
+        assert!(plan
+            .env
+            .iter()
+            .any(|e| e.to_str().unwrap() == format!("HOME={}", home.path().display())));
+        // Every op's parent mount comes before it.
+        for (i, op) in plan.ops.iter().enumerate() {
+            for later in &plan.ops[i + 1..] {
+                assert!(
+                    !(op.dst().starts_with(later.dst()) && op.dst() != later.dst()),
+                    "{} is mounted before its parent {}",
+                    op.dst().display(),
+                    later.dst().display()
+                );
+            }
+        }
+        assert!(plan.private_net && !plan.ws_readonly);
+        assert_eq!(plan.protect.len(), crate::sandbox::DEFAULT_PROTECTED.len());
+    }
+
+    #[test]
+    fn safe_read_is_read_only_and_network_shares_the_host_net() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let p = ws.path().canonicalize().unwrap();
+        let sr = Plan::new(&req(&p, Profile::SafeRead), &host(home.path())).unwrap();
+        assert!(sr.ws_readonly && sr.private_net && sr.protect.is_empty());
+        assert!(sr.rules.read.contains(&p) && !sr.rules.write.contains(&p));
+        let net = Plan::new(&req(&p, Profile::Network), &host(home.path())).unwrap();
+        assert!(!net.private_net && net.rules.write.contains(&p));
+    }
+
+    #[test]
+    fn hidden_and_bad_paths_are_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let p = ws.path().canonicalize().unwrap();
+        let mut r = req(&p, Profile::Write);
+        r.hidden.push(p.join("state"));
+        assert!(matches!(
+            Plan::new(&r, &host(home.path())),
+            Err(WireError::Refused(_))
+        ));
+        let mut r = req(&p, Profile::Write);
+        r.settings.read_only_paths = vec!["/run/user".into()];
+        assert!(matches!(
+            Plan::new(&r, &host(home.path())),
+            Err(WireError::Refused(_))
+        ));
+        let mut r = req(&p, Profile::Write);
+        r.env.push(("A=B".into(), "c".into()));
+        assert!(matches!(
+            Plan::new(&r, &host(home.path())),
+            Err(WireError::Refused(_))
+        ));
     }
 }

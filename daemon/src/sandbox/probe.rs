@@ -360,34 +360,14 @@ fn probe_overlay() -> Result<(), String> {
 /// Runs `true` through the real sandbox in a scratch workspace. The check
 /// is required: without it nothing can run.
 pub async fn probe_spawn(spawner: &Spawner, settings: &SandboxSettings) -> Check {
-    let ws = match scratch_dir("warden-doctor-ws") {
-        Ok(d) => d,
-        Err(e) => return check("sandbox_spawn", false, true, e),
-    };
-    let req = SpawnRequest {
-        argv: vec!["true".into()],
-        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
-        workspace: ws.clone(),
-        cwd: ws.clone(),
-        profile: Profile::Write,
-        settings: settings.clone(),
-    };
-    let r = run_confined(spawner, req, Duration::from_secs(30)).await;
-    let _ = std::fs::remove_dir_all(&ws);
-    match r {
-        Ok((exit, landlock, _)) if exit == Some(0) => check(
+    match spawner.self_test(settings).await {
+        Ok(landlock) => check(
             "sandbox_spawn",
             true,
             true,
             format!("`true` ran confined (Landlock {})", landlock.as_str()),
         ),
-        Ok((exit, _, out)) => check(
-            "sandbox_spawn",
-            false,
-            true,
-            format!("`true` exited {exit:?}: {out}"),
-        ),
-        Err(e) => check("sandbox_spawn", false, true, e),
+        Err(e) => check("sandbox_spawn", false, true, e.to_string()),
     }
 }
 

@@ -73,10 +73,10 @@ pub struct Limits {
     /// Size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`, `$HOME`),
     /// bytes.
     pub tmpfs_bytes: u64,
-    /// cgroup v2 `memory.max` in bytes, applied only when the daemon has a
-    /// delegated cgroup; `0` = none.
+    /// cgroup v2 `memory.max` in bytes. Reserved: must be `0` (none) until
+    /// delegated-cgroup support lands; other values are refused.
     pub cgroup_memory_max_bytes: u64,
-    /// cgroup v2 `pids.max`, applied only when delegated; `0` = none.
+    /// cgroup v2 `pids.max`. Reserved: must be `0` (none), as above.
     pub cgroup_pids_max: u64,
 }
 
@@ -126,6 +126,12 @@ impl SandboxSettings {
             }
         }
         let l = &self.limits;
+        if l.cgroup_memory_max_bytes != 0 || l.cgroup_pids_max != 0 {
+            // Fail closed: never run weaker than the policy asks.
+            return Err(SandboxError::Refused(
+                "sandbox.limits.cgroup_* are not supported yet (set them to 0)".into(),
+            ));
+        }
         let checks: [(&str, u64, u64); 6] = [
             ("nproc", l.nproc, 16),
             ("nofile", l.nofile, 64),
@@ -190,6 +196,7 @@ mod tests {
             "protected_paths = [\"\"]",
             "[limits]\nnproc = 0",
             "[limits]\ndata_bytes = 1",
+            "[limits]\ncgroup_memory_max_bytes = 1000000",
         ];
         for c in cases {
             let s: SandboxSettings = toml::from_str(c).unwrap();
