@@ -202,6 +202,7 @@ async fn serve(args: DaemonArgs, policy: Policy, spawner: Spawner) -> Result<(),
             .await;
     }
 
+    tokio::spawn(policy::reload_on_sighup(mgr.clone(), args.policy.clone()));
     let shutdown = listen::shutdown_signal(mgr.clone());
     tracing::info!(socket = %socket.display(), state_dir = %state_dir.display(), "wardend serving");
     let layer = tonic::service::InterceptorLayer::new(auth::Authenticator::new(auth));

@@ -69,7 +69,11 @@ impl PolicyRpc for PolicyService {
         let src = &req.get_ref().policy_toml;
         let current = self.mgr.default_policy();
         let new = if src.is_empty() {
-            Policy::from_toml(&current.name, &current.source)
+            // Re-read the daemon's own policy (file or name), as SIGHUP does.
+            match POLICY_SOURCE.get() {
+                Some(arg) => crate::config::resolve_policy(arg),
+                None => Policy::from_toml(&current.name, &current.source),
+            }
         } else {
             Policy::from_toml(&current.name, src)
         }
@@ -94,5 +98,56 @@ impl PolicyRpc for PolicyService {
         Ok(Response::new(classification_to_proto(
             &p.classify(&r.command, &ctx),
         )))
+    }
+}
+
+/// The daemon's `--policy` argument (a name or a file), re-read on SIGHUP
+/// and by a `ReloadPolicy` call without TOML.
+static POLICY_SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Reloads the default policy from `source` (the daemon's `--policy`
+/// argument) on every SIGHUP, atomically: the new file is parsed and its
+/// rule examples run before it replaces the old policy; a file that is
+/// refused is logged and the old policy stays in force. The reload is an
+/// audit record (`policy_reload`). Runs until the runtime stops.
+pub async fn reload_on_sighup(mgr: Arc<SessionManager>, source: String) {
+    use tokio::signal::unix::{signal, SignalKind};
+    // A relative policy path keeps meaning what it meant at start.
+    let is_path = source.contains('/') || source.ends_with(".toml");
+    let source = match std::env::current_dir() {
+        Ok(cwd) if is_path && !source.starts_with('/') => cwd.join(&source).display().to_string(),
+        _ => source,
+    };
+    let _ = POLICY_SOURCE.set(source.clone());
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGHUP: policy reload by signal disabled");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        let me = crate::session::Peer {
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+            pid: Some(std::process::id() as i32),
+        };
+        match crate::config::resolve_policy(&source) {
+            Ok(p) => {
+                let (name, hash) = (p.name.clone(), p.hash.clone());
+                match mgr.reload_default_policy(p, me) {
+                    Ok(()) => {
+                        tracing::info!(policy = %name, hash = %hash, "SIGHUP: policy reloaded")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "SIGHUP: policy reload failed, the old policy stays in force")
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "SIGHUP: policy refused, the old policy stays in force"
+            ),
+        }
     }
 }
