@@ -98,6 +98,36 @@ fn normalize(p: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
+/// The working directory after a `cd` whose target is only known at run time.
+pub const UNKNOWN_CWD: &str = "/\u{1}unknown-cwd";
+
+/// Follows `cd`/`pushd`/`popd` so later relative writes are judged from the
+/// new directory: inside the workspace it stays relative; elsewhere it
+/// becomes absolute (outside, or `/tmp`); unknown targets (`cd "$D"`, `cd -`,
+/// `popd`) make later relative writes `write` with a reason.
+fn change_dir(an: &mut Analyzer, name: &str, args: &[Word]) {
+    let base = an.cd_ctx.clone().unwrap_or_else(|| an.ctx.clone());
+    let target = args
+        .iter()
+        .find(|a| !a.text.starts_with('-') || a.text == "-");
+    let new_cwd = match (name, target) {
+        ("popd", _) | (_, None) if name == "popd" => PathBuf::from(UNKNOWN_CWD),
+        (_, None) => PathBuf::from("/home"),
+        (_, Some(t)) if t.text == "-" => PathBuf::from(UNKNOWN_CWD),
+        (_, Some(t)) => match path_kind(&base, t) {
+            PathKind::Inside(p) if p.starts_with('/') => PathBuf::from(p),
+            PathKind::Inside(p) => PathBuf::from(p),
+            PathKind::Outside(p) if p.starts_with('/') => PathBuf::from(p),
+            PathKind::Outside(_) => PathBuf::from("/home"),
+            PathKind::NotAFile | PathKind::Unknown(_) => PathBuf::from(UNKNOWN_CWD),
+        },
+    };
+    an.cd_ctx = Some(ClassifyContext {
+        cwd: Some(new_cwd),
+        ..base
+    });
+}
+
 /// Classifies a path that a command writes.
 pub fn path_kind(ctx: &ClassifyContext, w: &Word) -> PathKind {
     let t = w.text.as_str();
@@ -132,7 +162,24 @@ pub fn path_kind(ctx: &ClassifyContext, w: &Word) -> PathKind {
         }
         return PathKind::Outside(n.display().to_string());
     }
-    // Relative to the working directory, itself relative to the workspace.
+    // Relative to the working directory, itself relative to the workspace
+    // (absolute after a `cd` out of it).
+    if let Some(cwd) = ctx.cwd.as_ref().filter(|c| c.is_absolute()) {
+        if cwd.as_os_str() == UNKNOWN_CWD {
+            return PathKind::Unknown(format!("{t} (after a cd only known at run time)"));
+        }
+        let mut abs = cwd.join(t).display().to_string();
+        if !abs.starts_with('/') {
+            abs.insert(0, '/');
+        }
+        return path_kind(
+            &ClassifyContext {
+                cwd: None,
+                ..ctx.clone()
+            },
+            &Word::lit(&abs),
+        );
+    }
     let base = ctx.cwd.clone().unwrap_or_default();
     let mut joined = PathBuf::from("/");
     joined.push(base);
@@ -361,7 +408,8 @@ pub fn classify(an: &mut Analyzer, v: &mut Verdict, argv: &[Word], depth: usize)
 
 /// Runs the rules for `name`. False when the program is unknown.
 fn program(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth: usize) -> bool {
-    let ctx = an.ctx;
+    let cd_ctx = an.cd_ctx.clone();
+    let ctx = cd_ctx.as_ref().unwrap_or(an.ctx);
     match name {
         // Wrappers.
         "env" => env_cmd(an, v, args, depth),
@@ -540,6 +588,10 @@ fn program(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth:
             } else {
                 v.note("hash: lists remembered programs")
             }
+        }
+        "cd" | "pushd" | "popd" => {
+            change_dir(an, name, args);
+            v.note(format!("{name}: shell builtin"));
         }
         _ if TRIVIAL.contains(&name) => v.note(format!("{name}: shell builtin or trivial program")),
         // Readers with special cases.
@@ -996,7 +1048,13 @@ fn flock(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
     }
     if let Some(i) = lock_idx {
         if !args[i].text.chars().all(|c| c.is_ascii_digit()) {
-            write_target(an.ctx, v, &args[i], "flock (lock file)");
+            let cd_ctx = an.cd_ctx.clone();
+            write_target(
+                cd_ctx.as_ref().unwrap_or(an.ctx),
+                v,
+                &args[i],
+                "flock (lock file)",
+            );
         }
         let rest = &args[i + 1..];
         // `flock FILE -c CMD` after the file.
@@ -1065,6 +1123,47 @@ fn sudo(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth: us
             format!("{name} -s/-i: runs an interactive shell"),
         );
     }
+}
+
+const SHELLS: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "posh",
+];
+
+/// True for a shell that reads its script from standard input: no `-c`, no
+/// script operand (`bash`, `bash -s`, `sh -euo pipefail`).
+pub fn shell_reads_stdin(argv: &[Word]) -> bool {
+    let Some(name) = argv
+        .first()
+        .map(|w| w.text.rsplit('/').next().unwrap_or(&w.text))
+    else {
+        return false;
+    };
+    if !SHELLS.contains(&name) {
+        return false;
+    }
+    let mut i = 1;
+    while i < argv.len() {
+        let t = argv[i].text.as_str();
+        if t == "--" || t == "-" {
+            return i + 1 >= argv.len() || t == "-";
+        }
+        if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
+            let body = &t[1..];
+            if !t.starts_with("--") && body.contains('c') {
+                return false;
+            }
+            if !t.starts_with("--") && body.contains('s') {
+                return true;
+            }
+            if !t.starts_with("--") && (body.contains('o') || body.contains('O')) {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        return false;
+    }
+    true
 }
 
 fn shell_cmd(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth: usize) {
@@ -1688,7 +1787,8 @@ fn awk(_ctx: &ClassifyContext, v: &mut Verdict, name: &str, args: &[Word]) {
 }
 
 fn find(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
-    let ctx = an.ctx;
+    let cd_ctx = an.cd_ctx.clone();
+    let ctx = cd_ctx.as_ref().unwrap_or(an.ctx);
     let mut i = 0;
     while i < args.len() {
         let a = &args[i];

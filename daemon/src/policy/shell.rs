@@ -96,6 +96,9 @@ fn is_unicode_space(c: char) -> bool {
 /// Walks parsed shell source and collects classified [`Part`]s.
 pub struct Analyzer<'c> {
     pub ctx: &'c ClassifyContext,
+    /// The context after a `cd` in the command (its `cwd` changed; an
+    /// absolute `cwd` lies outside the workspace or in `/tmp`).
+    pub cd_ctx: Option<ClassifyContext>,
     pub parts: Vec<Part>,
     /// Reasons that concern the whole command (parse errors, bounds).
     pub reasons: Vec<String>,
@@ -112,6 +115,7 @@ impl<'c> Analyzer<'c> {
     pub fn new(ctx: &'c ClassifyContext) -> Self {
         Analyzer {
             ctx,
+            cd_ctx: None,
             parts: Vec::new(),
             reasons: Vec::new(),
             unclassifiable: false,
@@ -518,7 +522,58 @@ impl<'c> Analyzer<'c> {
             }
         }
         super::commands::classify(self, &mut v, &argv, depth);
+        if super::commands::shell_reads_stdin(&argv) {
+            self.stdin_script(src, &redirects_of(node), &mut v, depth);
+        }
         self.push_verdict(shown, v);
+    }
+
+    /// A shell reading its script from standard input: classify a heredoc or
+    /// here-string script given to it (`bash <<'EOF' ... EOF`).
+    fn stdin_script(
+        &mut self,
+        src: &str,
+        redirects: &[Node],
+        v: &mut super::commands::Verdict,
+        depth: usize,
+    ) {
+        for r in redirects {
+            match r.kind() {
+                "heredoc_redirect" => {
+                    let mut cur = r.walk();
+                    let Some(body) = r
+                        .named_children(&mut cur)
+                        .find(|c| c.kind() == "heredoc_body")
+                    else {
+                        continue;
+                    };
+                    let mut cur = body.walk();
+                    if body
+                        .named_children(&mut cur)
+                        .any(|c| c.kind() != "heredoc_content")
+                    {
+                        v.fail("shell script in a heredoc with expansions: not classified");
+                        continue;
+                    }
+                    v.note("shell reads a heredoc script: classified it");
+                    self.analyze(Self::text(src, body), depth + 1);
+                }
+                "herestring_redirect" => {
+                    let mut cur = r.walk();
+                    let Some(value) = r.named_children(&mut cur).next() else {
+                        continue;
+                    };
+                    let w = self.word(src, value, depth + 1);
+                    if w.is_static() {
+                        v.note("shell reads a here-string script: classified it");
+                        self.analyze(&w.text, depth + 1);
+                    } else {
+                        v.fail("shell script in a here-string with expansions: not classified");
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Adds a classified part built from a verdict.
@@ -687,13 +742,34 @@ impl<'c> Analyzer<'c> {
                     );
                 }
                 let mut v = super::commands::Verdict::default();
-                super::commands::write_target(self.ctx, &mut v, &dest, op);
+                let ctx = self.cd_ctx.clone();
+                super::commands::write_target(ctx.as_ref().unwrap_or(self.ctx), &mut v, &dest, op);
                 if v.tier > Tier::SafeRead || !v.writes.is_empty() {
                     self.push_verdict(vec![op.to_string(), dest.text.clone()], v);
                 }
             }
         }
     }
+}
+
+/// The redirections of a command node and of the statement around it.
+fn redirects_of(node: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut cur = node.walk();
+    for c in node.named_children(&mut cur) {
+        if matches!(c.kind(), "heredoc_redirect" | "herestring_redirect") {
+            out.push(c);
+        }
+    }
+    if let Some(parent) = node.parent().filter(|p| p.kind() == "redirected_statement") {
+        let mut cur = parent.walk();
+        for c in parent.named_children(&mut cur) {
+            if matches!(c.kind(), "heredoc_redirect" | "herestring_redirect") {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// Quote removal for an unquoted word piece: backslash escapes the next
