@@ -27,6 +27,12 @@ enum Command {
     Approve(cli::approve::ApproveArgs),
     /// Export the audit log, or `audit verify` its hash chain.
     Audit(cli::audit::AuditArgs),
+    /// List, show and diff checkpoints.
+    Checkpoint(cli::checkpoint::CheckpointArgs),
+    /// Roll files and/or conversation back to a checkpoint.
+    Rollback(cli::rollback::RollbackArgs),
+    /// Checkpoint retention: drop old checkpoints, delete unreferenced blobs.
+    Gc(cli::gc::GcArgs),
     /// Run the daemon in the foreground (same as `wardend`).
     Daemon(cli::daemon::DaemonArgs),
     /// Run the agent loop on a task with a model.
@@ -79,6 +85,9 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Run(args) => cli::run::run(args, &global).await,
         Command::Demo(args) => cli::demo::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
+        Command::Checkpoint(args) => cli::checkpoint::run(args, &global).await,
+        Command::Rollback(args) => cli::rollback::run(args, &global).await,
+        Command::Gc(args) => cli::gc::run(args, &global).await,
         Command::Daemon(_)
         | Command::Doctor(_)
         | Command::Redact(_)

@@ -4,13 +4,16 @@
 pub mod approve;
 pub mod audit;
 pub mod classify;
+pub mod checkpoint;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod exec;
 pub mod fs;
+pub mod gc;
 pub mod redact;
 pub mod policy;
+pub mod rollback;
 pub mod run;
 
 /// Exit code: the command timed out (as timeout(1)).

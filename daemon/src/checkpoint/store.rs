@@ -402,6 +402,14 @@ impl CheckpointStore {
         if let Some((_, b)) = &base_snap {
             self.add_patches(&mut changes, &Side::Store(b), &Side::Store(&snap));
         }
+        let mut meta = meta.clone();
+        if kind == CheckpointKind::Post
+            && meta.side_effects == SideEffects::None
+            && !changes.is_empty()
+        {
+            meta.side_effects = SideEffects::Workspace;
+        }
+        let meta = &meta;
         let id = rollback
             .map(|r| r.0.to_string())
             .unwrap_or_else(crate::new_id);
@@ -493,6 +501,20 @@ impl CheckpointStore {
             }
             Side::Workspace(root) => restore::read_file(root, path, changes::PATCH_MAX_FILE),
         }
+    }
+
+    /// Checks that a checkpoint is whole: its snapshot's listings load and
+    /// every stored blob it references is present and matches its hash.
+    /// Returns the number of blobs checked. Errors:
+    /// [`CheckpointError::NotFound`], [`CheckpointError::BlobCorrupt`].
+    pub fn verify(&self, id: &str) -> Result<u64> {
+        let snap = self.load_snapshot(id)?;
+        let mut n = 0;
+        for h in snap.blob_hashes() {
+            self.inner.blobs.get(&h)?;
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Complete checkpoints, newest first.
@@ -660,7 +682,9 @@ impl CheckpointStore {
                     &allowed,
                 );
             }
-            if do_conv {
+            // Implicit conversation rollback (neither flag) of a step outside
+            // any run has nothing to do and nothing to report.
+            if do_conv && (opts.conversation || !target.run_id.is_empty()) {
                 let rid = report.checkpoint_id.clone();
                 self.rollback_conversation(&target, &rid, &mut report)?;
             }

@@ -78,6 +78,7 @@ fn change_to_proto(c: &FileChange) -> pb::FileChange {
         from_path: c.from_path.clone().unwrap_or_default(),
         old_mode: c.old_mode.unwrap_or(0),
         new_mode: c.new_mode.unwrap_or(0),
+        ..Default::default()
     }
 }
 
@@ -196,8 +197,11 @@ impl Files for FilesService {
                 }
                 let base = (!r.base_hash.is_empty()).then_some(r.base_hash.as_str());
                 let mode = (r.mode != 0).then_some(r.mode);
+                let meta = mgr.file_tool_meta(s, &call, &args);
+                let pre = checkpoint_pre(&mgr, &key, s, &meta)?;
                 journal_begin(&mgr, &key)?;
                 let c = ws.write_file(&r.path, &r.content, base, mode);
+                let post = mgr.file_tool_post(s, pre.as_ref(), &meta);
                 let c = journal_outcome(&mgr, &key, c.as_ref().map(std::slice::from_ref))
                     .and(c.map_err(ws_status))?;
                 tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "write_file");
@@ -207,8 +211,8 @@ impl Files for FilesService {
                     hash: c.new_hash.clone(),
                     size_bytes: r.content.len() as u64,
                     created: c.kind == crate::workspace::ChangeKind::Added,
-                    pre_checkpoint_id: String::new(),
-                    post_checkpoint_id: String::new(),
+                    pre_checkpoint_id: pre.map(|c| c.id).unwrap_or_default(),
+                    post_checkpoint_id: post.map(|c| c.id).unwrap_or_default(),
                     change: Some(change_to_proto(&c)),
                 })
             })
@@ -257,8 +261,11 @@ impl Files for FilesService {
                     journal_end(&mgr, &key, false, serde_json::json!({"refused": e.to_string()}))?;
                     return Err(status(e));
                 }
+                let meta = mgr.file_tool_meta(s, &call, &args);
+                let pre = checkpoint_pre(&mgr, &key, s, &meta)?;
                 journal_begin(&mgr, &key)?;
                 let changes = ws.apply_patch(&r.patch);
+                let post = mgr.file_tool_post(s, pre.as_ref(), &meta);
                 let changes = journal_outcome(&mgr, &key, changes.as_deref())
                     .and(changes.map_err(ws_status))?;
                 for c in &changes {
@@ -267,8 +274,8 @@ impl Files for FilesService {
                 mgr.audit_file_change(peer, &call, &changes).map_err(status)?;
                 Ok(pb::ApplyPatchResponse {
                     changes: changes.iter().map(change_to_proto).collect(),
-                    pre_checkpoint_id: String::new(),
-                    post_checkpoint_id: String::new(),
+                    pre_checkpoint_id: pre.map(|c| c.id).unwrap_or_default(),
+                    post_checkpoint_id: post.map(|c| c.id).unwrap_or_default(),
                 })
             })
             .await?;
@@ -379,6 +386,21 @@ fn journal_plan(
             .map_err(status),
         None => Ok(()),
     }
+}
+
+/// The pre-checkpoint of a file tool call; when it fails the call is
+/// refused (journaled as such) and nothing is written.
+fn checkpoint_pre(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    s: &Session,
+    meta: &crate::checkpoint::CheckpointMeta,
+) -> Result<Option<crate::checkpoint::Checkpoint>, Status> {
+    mgr.checkpoint_pre(s, meta).or_else(|e| {
+        let msg = format!("refused: the pre-checkpoint failed, nothing was written: {e}");
+        journal_end(mgr, key, false, serde_json::json!({"refused": msg}))?;
+        Err(Status::unavailable(msg))
+    })
 }
 
 fn journal_begin(mgr: &SessionManager, key: &Option<CallKey>) -> Result<(), Status> {

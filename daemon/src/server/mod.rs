@@ -9,6 +9,7 @@
 mod approvals;
 mod audit;
 mod auth;
+mod checkpoints;
 mod exec;
 mod files;
 mod listen;
@@ -307,6 +308,9 @@ fn services(
     routes = routes.add_service(audit_server::AuditServer::new(audit::AuditService::new(
         mgr.clone(),
     )));
+    routes = routes.add_service(checkpoints_server::CheckpointsServer::new(
+        checkpoints::CheckpointsService::new(mgr.clone()),
+    ));
     routes = stubs::add(routes, mgr);
     Ok(routes)
 }

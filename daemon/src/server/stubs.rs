@@ -19,38 +19,7 @@ pub(super) fn add(
     mgr: Arc<SessionManager>,
 ) -> tonic::service::Routes {
     let _ = &mgr;
-    routes
-        .add_service(checkpoints_server::CheckpointsServer::new(Checkpoints))
-        .add_service(traces_server::TracesServer::new(Traces))
-}
-
-pub struct Checkpoints;
-#[tonic::async_trait]
-impl checkpoints_server::Checkpoints for Checkpoints {
-    async fn list_checkpoints(
-        &self,
-        _: Request<pb::ListCheckpointsRequest>,
-    ) -> Result<Response<pb::ListCheckpointsResponse>, Status> {
-        Err(todo("Checkpoints.ListCheckpoints"))
-    }
-    async fn get_checkpoint(
-        &self,
-        _: Request<pb::GetCheckpointRequest>,
-    ) -> Result<Response<pb::Checkpoint>, Status> {
-        Err(todo("Checkpoints.GetCheckpoint"))
-    }
-    async fn diff_checkpoints(
-        &self,
-        _: Request<pb::DiffCheckpointsRequest>,
-    ) -> Result<Response<pb::DiffCheckpointsResponse>, Status> {
-        Err(todo("Checkpoints.DiffCheckpoints"))
-    }
-    async fn rollback(
-        &self,
-        _: Request<pb::RollbackRequest>,
-    ) -> Result<Response<pb::RollbackResponse>, Status> {
-        Err(todo("Checkpoints.Rollback"))
-    }
+    routes.add_service(traces_server::TracesServer::new(Traces))
 }
 
 pub struct Traces;

@@ -274,7 +274,55 @@ impl SessionManager {
             }
         };
 
-        // 3. HOOK(checkpoint): pre-checkpoint of the workspace.
+        // 3. Checkpoint (pre) of the workspace. A step whose pre-checkpoint
+        // fails never runs (fail closed: full disk, unreadable workspace).
+        let args_json = serde_json::json!({"command": p.command, "cwd": p.cwd}).to_string();
+        let meta = crate::checkpoint::CheckpointMeta {
+            session_id: session.id.clone(),
+            run_id: p.run_id.clone(),
+            step_id: p.step_id.clone(),
+            tool_call_id: p.tool_call_id.clone(),
+            tool: "exec".into(),
+            arguments_json: Redactor::new(&session.policy.file.redact)
+                .redact(&args_json)
+                .0,
+            tier: Some(classification.tier),
+            decision: Some(classification.decision),
+            side_effects: super::side_effects_of(classification.tier, false),
+            approval_ids: approval_id.iter().cloned().collect(),
+            ..Default::default()
+        };
+        let pre = match self.checkpoint_step(&session, None, &meta).await {
+            Ok(pre) => pre,
+            Err(e) => {
+                let exit = ExitSummary {
+                    refusal: Some(format!(
+                        "refused: the pre-checkpoint failed, so the command did not run: {e}"
+                    )),
+                    approval_request_id: approval_id,
+                    ..Default::default()
+                };
+                if let Some(k) = &call {
+                    self.journal_finish(
+                        k,
+                        false,
+                        &serde_json::json!({"refused": exit.refusal}),
+                        None,
+                    )?;
+                }
+                let _ = tx.send(ExecEvent::Exit(exit)).await;
+                return Ok(());
+            }
+        };
+        if let Some(cp) = &pre {
+            let _ = tx
+                .send(ExecEvent::Checkpoint {
+                    id: cp.id.clone(),
+                    kind: "pre".into(),
+                    root_hash: cp.root_hash.clone(),
+                })
+                .await;
+        }
 
         // 4. Spawn in the sandbox, once `exec_start` is durable.
         self.audit_exec(
@@ -292,11 +340,27 @@ impl SessionManager {
             }),
         )?;
         if let Some(k) = &call {
-            self.journal_start(k, None)?;
+            self.journal_start(k, pre.as_ref().map(|c| c.id.as_str()))?;
         }
         let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
             .await;
+        // 5. Checkpoint (post): the step's change set. A safe-read command ran
+        // on a read-only workspace and needs none.
+        let post = match (&pre, profile) {
+            (Some(pre), prof) if prof != Profile::SafeRead => {
+                let mut m = meta.clone();
+                m.result_json = result.as_ref().ok().map(|s| journal_result(s).to_string());
+                match self.checkpoint_step(&session, Some(&pre.id), &m).await {
+                    Ok(cp) => cp,
+                    Err(e) => {
+                        tracing::error!(session = %session.id, error = %e, "post-checkpoint failed");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let end = match &result {
             Ok(s) => serde_json::json!({
                 "code": s.code,
@@ -315,13 +379,22 @@ impl SessionManager {
                 Ok(s) => (true, journal_result(s)),
                 Err(e) => (false, serde_json::json!({"error": e.to_string()})),
             };
-            self.journal_finish(k, ok, &result, None)?;
+            self.journal_finish(k, ok, &result, post.as_ref().map(|c| c.id.as_str()))?;
         }
         let mut summary = result?;
         end?;
         summary.approval_request_id = approval_id;
-
-        // 5. HOOK(checkpoint): post-checkpoint (not needed for safe-read).
+        if let Some(cp) = &post {
+            let _ = tx
+                .send(ExecEvent::Checkpoint {
+                    id: cp.id.clone(),
+                    kind: "post".into(),
+                    root_hash: cp.root_hash.clone(),
+                })
+                .await;
+        }
+        summary.pre_checkpoint_id = pre.map(|c| c.id);
+        summary.post_checkpoint_id = post.map(|c| c.id);
         let _ = tx.send(ExecEvent::Exit(summary)).await;
         Ok(())
     }

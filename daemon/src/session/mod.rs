@@ -6,11 +6,13 @@
 //! (`sessions` table, see [`crate::state::SESSION_MIGRATIONS`]).
 
 mod approve;
+mod checkpoints;
 pub mod exec;
 pub mod journal;
 pub mod resume;
 
 pub use approve::FileToolCall;
+pub use checkpoints::side_effects_of;
 pub mod runs;
 
 use std::collections::HashMap;
@@ -108,6 +110,8 @@ pub struct SessionManager {
     policies: Mutex<HashMap<String, Arc<Policy>>>,
     /// Approval requests, grants and the audit log.
     approvals: crate::approval::Approvals,
+    /// Workspace snapshots, checkpoints and rollback.
+    checkpoints: crate::checkpoint::CheckpointStore,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -132,7 +136,10 @@ impl SessionManager {
         default_policy: Policy,
     ) -> Result<SessionManager, SessionError> {
         let approvals = approve::open_approvals(&db, &state_dir)?;
+        let checkpoints = crate::checkpoint::CheckpointStore::open(&state_dir, db.clone())
+            .map_err(|e| SessionError::Internal(format!("checkpoint store: {e}")))?;
         Ok(SessionManager {
+            checkpoints,
             approvals,
             db,
             state_dir,

@@ -156,7 +156,7 @@ pub fn note(steps: &[StepPlan], drifted: &[String], checkpoint_id: &str) -> Stri
 impl SessionManager {
     /// What the checkpoint store can tell the resume planner.
     pub fn checkpoint_view(&self) -> Box<dyn CheckpointView + '_> {
-        Box::new(NoCheckpoints)
+        self.store_checkpoint_view()
     }
 
     /// Computes the resume plan of `run_id` and marks the run running again
