@@ -261,6 +261,40 @@ fn bad_requests_are_refused(h: &H) {
     }
 }
 
+/// From a multithreaded process the helper is a re-executed `wardend`
+/// (`Spawner::start_exec`); it confines exactly like the forked one.
+fn reexec_helper_from_multithreaded_process(h: &H) {
+    assert!(std::fs::read_dir("/proc/self/task").unwrap().count() > 1);
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_wardend-under-test"));
+    let sp = warden_daemon::sandbox::Spawner::start_exec(exe).expect("re-exec helper");
+    let ws = h.workspace();
+    let o = h.rt.block_on(async {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let (_r2, w2) = nix::unistd::pipe().unwrap();
+        let mut c = sp
+            .spawn(
+                h.request(ws.path(), Profile::Write, &["bash", "-c", "id -u; echo $$"]),
+                w,
+                w2,
+            )
+            .await
+            .expect("spawn through the re-executed helper");
+        let e = c.wait().await.unwrap();
+        let mut out = String::new();
+        use std::io::Read;
+        std::fs::File::from(r).read_to_string(&mut out).unwrap();
+        (e, out, c.landlock)
+    });
+    assert_eq!(o.0.code, Some(0));
+    assert_eq!(
+        o.1.split_whitespace().collect::<Vec<_>>(),
+        ["1000", "2"],
+        "uid 1000, pid 2 in its namespace"
+    );
+    assert_eq!(o.2, Enforcement::Full);
+    assert_ne!(sp.helper_pid(), h.spawner.helper_pid());
+}
+
 fn main() {
     main_with(&[
         ("basics", basics),
@@ -281,6 +315,10 @@ fn main() {
         ),
         ("worktree_style_git_file", worktree_style_git_file),
         ("bad_requests_are_refused", bad_requests_are_refused),
+        (
+            "reexec_helper_from_multithreaded_process",
+            reexec_helper_from_multithreaded_process,
+        ),
         ("cargo_test_offline", cargo_test_offline),
     ]);
 }

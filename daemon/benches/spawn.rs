@@ -37,7 +37,8 @@ fn time<F: FnMut()>(mut f: F) -> f64 {
 
 fn find_cli() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("WARDEN_BIN") {
-        return Some(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
     }
     let d = PathBuf::from(env!("CARGO_BIN_EXE_wardend"));
     let c = d.parent()?.join("warden");
@@ -145,9 +146,8 @@ fn main() {
             .arg(ws)
             .args(["--yes", "--", "true"])
             .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        st.success()
+            .status();
+        st.map(|s| s.success()).unwrap_or(false)
     };
     let mut with_cli = match (&cli, &daemon) {
         (Some(c), Some(d)) => exec(c, d, &ws), // warm-up

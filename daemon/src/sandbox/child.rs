@@ -202,6 +202,17 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     drop(io.setup_wr);
     drop(io.stdout);
     drop(io.stderr);
+    // Init keeps nothing of the daemon's stdio (a terminal, a log).
+    // SAFETY: dup2 onto our own standard fds.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            libc::close(null);
+        }
+    }
     // Nothing left for init to do but wait: no privileges, not dumpable.
     let _ = drop_caps();
     // SAFETY: prctl with constant arguments.
@@ -248,6 +259,7 @@ fn command_main(
     filters: &[BpfProgram],
 ) -> ! {
     let setup = setup_wr.as_raw_fd();
+    super::helper::trace("cmd: forked");
     // SAFETY: these calls only touch this process's own state.
     unsafe {
         if libc::setsid() < 0 {
@@ -307,9 +319,11 @@ fn command_main(
             fail(setup, "fds", &os_err("close_range"));
         }
     }
+    super::helper::trace("cmd: stdio, rlimits, cwd, fds");
     if let Err(e) = drop_caps() {
         fail(setup, "capabilities", &e);
     }
+    super::helper::trace("cmd: caps dropped");
     // SAFETY: prctl with constant arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         fail(setup, "no_new_privs", &os_err("PR_SET_NO_NEW_PRIVS"));

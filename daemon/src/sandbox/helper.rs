@@ -22,6 +22,8 @@ pub const DEFAULT_ROOT_HOST_UID: u32 = 2_000_000_000;
 
 static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 static mut T0: Option<std::time::Instant> = None;
+/// The helper's standard error, duplicated at start (`F_DUPFD_CLOEXEC`).
+const TRACE_FD: i32 = 1023;
 
 /// With `WARDEN_SPAWN_TRACE=1` in the daemon's environment, prints the time
 /// of each set-up phase (µs since the request arrived) on standard error.
@@ -30,7 +32,10 @@ pub(crate) fn trace(what: &str) {
         // SAFETY: single-threaded process; T0 is only written in try_spawn.
         let t0 = unsafe { T0 };
         if let Some(t0) = t0 {
-            eprintln!("spawn-trace {:>8} us  {what}", t0.elapsed().as_micros());
+            // fd 2 of the helper, saved before any dup2 in the command.
+            let line = format!("spawn-trace {:>8} us  {what}\n", t0.elapsed().as_micros());
+            // SAFETY: write(2) of a local buffer.
+            unsafe { libc::write(TRACE_FD, line.as_ptr().cast(), line.len()) };
         }
     }
 }
@@ -95,6 +100,12 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     close_others(sock.as_raw_fd());
+    if std::env::var_os("WARDEN_SPAWN_TRACE").is_some() {
+        // SAFETY: duplicating our own stderr to a fixed, close-on-exec slot.
+        unsafe {
+            libc::dup3(2, TRACE_FD, libc::O_CLOEXEC);
+        }
+    }
     // SAFETY: geteuid never fails.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
