@@ -1080,6 +1080,31 @@ fn e2e_read_and_grep_are_redacted() {
         String::from_utf8_lossy(&o.stdout)
     );
     assert!(o.stdout.is_empty());
+    // A read window that cuts the token still hides all of it.
+    let at = "# config\nGITHUB_TOKEN=".len();
+    for (off, lim) in [(at + 10, 100), (0, at + 10), (at + 4, 8)] {
+        let (o, l) = (off.to_string(), lim.to_string());
+        let out = fs_cli(
+            &d,
+            &ws,
+            &["read", "--offset", &o, "--limit", &l, "config.txt"],
+            None,
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for piece in [&token[..10], &token[10..20], &token[30..]] {
+            assert!(
+                !text.contains(piece),
+                "window {off}+{lim} shows {piece:?}: {text}"
+            );
+        }
+        assert!(text.contains("REDACTED"), "window {off}+{lim}: {text}");
+    }
     // A secret file (by name, also when reached through an inside symlink)
     // is shown as one marker and cannot be probed either.
     fs::write(ws.join(".env"), "DB_PASSWORD=plainwords-but-secret\n").unwrap();

@@ -47,6 +47,42 @@ impl Redactors {
     }
 }
 
+/// Bytes of context scanned on each side of a read window.
+const REDACT_MARGIN: u64 = 4096;
+
+/// Redacts `window` as it appears between `before` and `after`: every
+/// finding of the whole text that overlaps the window is replaced whole by
+/// its marker (even the part outside the window); a scanner failure
+/// withholds the window.
+fn redact_window(r: &Redactor, before: &[u8], window: &[u8], after: &[u8]) -> (String, u32) {
+    let mut text = Vec::with_capacity(before.len() + window.len() + after.len());
+    text.extend_from_slice(before);
+    text.extend_from_slice(window);
+    text.extend_from_slice(after);
+    let (ws, we) = (before.len(), before.len() + window.len());
+    let Ok(mut findings) = r.find(&text) else {
+        let (c, f) = r.redact_bytes(window);
+        return (String::from_utf8_lossy(&c).into_owned(), f.len() as u32);
+    };
+    findings.sort_by_key(|f| (f.start, f.end));
+    let (mut out, mut pos, mut n) = (Vec::with_capacity(window.len()), ws, 0u32);
+    for f in findings {
+        if f.end <= ws || f.start >= we || f.end <= pos {
+            continue;
+        }
+        if f.start > pos {
+            out.extend_from_slice(&text[pos..f.start]);
+        }
+        out.extend_from_slice(r.marker(&f.rule, &text[f.start..f.end]).as_bytes());
+        n += 1;
+        pos = f.end;
+    }
+    if pos < we {
+        out.extend_from_slice(&text[pos..we]);
+    }
+    (String::from_utf8_lossy(&out).into_owned(), n)
+}
+
 /// A secret file the policy refuses to show -> PERMISSION_DENIED.
 fn redact_status(e: crate::redact::RedactError) -> Status {
     match e {
@@ -145,20 +181,32 @@ impl Files for FilesService {
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
                 let limit = (r.limit > 0).then_some(r.limit);
-                let out = ws.read_file(&r.path, r.offset, limit).map_err(ws_status)?;
+                let w = ws
+                    .read_file_with_context(&r.path, r.offset, limit, REDACT_MARGIN)
+                    .map_err(ws_status)?;
+                let out = w.result;
+                let redactor = redactors.get(s);
+                let path = std::path::Path::new(&out.path);
                 // Secret files (by path, after following inside symlinks) are
-                // refused or shown as one marker, as the policy says.
-                let (content, findings) = redactors
-                    .get(s)
-                    .redact_file(std::path::Path::new(&out.path), out.content.as_bytes())
-                    .map_err(redact_status)?;
+                // refused or shown as one marker, as the policy says; a
+                // window is scanned with its context so a secret its edges
+                // cut is still replaced whole.
+                let (content, redactions) =
+                    if out.binary || !out.truncated || redactor.secret_file(path).is_some() {
+                        let (c, f) = redactor
+                            .redact_file(path, out.content.as_bytes())
+                            .map_err(redact_status)?;
+                        (String::from_utf8_lossy(&c).into_owned(), f.len() as u32)
+                    } else {
+                        redact_window(&redactor, &w.before, out.content.as_bytes(), &w.after)
+                    };
                 Ok(pb::ReadFileResponse {
-                    content: String::from_utf8_lossy(&content).into_owned(),
+                    content,
                     binary: out.binary,
                     size_bytes: out.size,
                     hash: out.hash,
                     truncated: out.truncated,
-                    redactions: findings.len() as u32,
+                    redactions,
                 })
             })
             .await?;

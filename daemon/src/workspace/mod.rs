@@ -213,8 +213,21 @@ pub struct ReadResult {
     pub hash: String,
     /// The content returned is not the whole file (offset, limit or cap).
     pub truncated: bool,
+    /// File offset of the first byte of `content`, bytes (the requested
+    /// offset, plus the bytes of a character it cut).
+    pub offset: u64,
     /// Permission bits of the file.
     pub mode: u32,
+}
+
+/// The answer of [`Workspace::read_file_with_context`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowRead {
+    pub result: ReadResult,
+    /// Up to `margin` bytes of the file just before `result.content`.
+    pub before: Vec<u8>,
+    /// Up to `margin` bytes of the file just after `result.content`.
+    pub after: Vec<u8>,
 }
 
 /// BLAKE3 hex of `data`.
@@ -378,6 +391,22 @@ impl Workspace {
         offset: u64,
         limit: Option<u64>,
     ) -> Result<ReadResult, WorkspaceError> {
+        self.read_file_with_context(path, offset, limit, 0)
+            .map(|w| w.result)
+    }
+
+    /// Like [`Workspace::read_file`], also returning up to `margin` bytes
+    /// of the file on each side of the content (not capped by the read cap),
+    /// so a caller can see a secret that the window's edges cut (the
+    /// redactor); the context is never meant for the client.
+    pub fn read_file_with_context(
+        &self,
+        path: &str,
+        offset: u64,
+        limit: Option<u64>,
+        margin: u64,
+    ) -> Result<WindowRead, WorkspaceError> {
+        let margin = margin.min(1 << 20);
         let r = self.resolve(path, false)?;
         let name = self.need_name(&r, path)?;
         let (file, md) = open_regular(&r.parent, name, &r.rel)?;
@@ -401,6 +430,9 @@ impl Workspace {
         // Stream the whole file once: hash it and keep the window.
         let mut hasher = blake3::Hasher::new();
         let mut window = Vec::new();
+        let mut slab = Vec::new();
+        let slab_start = offset.saturating_sub(margin);
+        let slab_end = offset.saturating_add(want).saturating_add(margin);
         let mut head = Vec::new();
         let mut pos: u64 = 0;
         let mut buf = vec![0u8; 64 * 1024];
@@ -424,6 +456,11 @@ impl Workspace {
                 let b = (we.min(ce) - cs) as usize;
                 window.extend_from_slice(&chunk[a..b]);
             }
+            if margin > 0 && ce > slab_start && cs < slab_end {
+                let a = (slab_start.max(cs) - cs) as usize;
+                let b = (slab_end.min(ce) - cs) as usize;
+                slab.extend_from_slice(&chunk[a..b]);
+            }
             pos = ce;
             if pos > size.saturating_add(1 << 20) {
                 return Err(WorkspaceError::InvalidArgument(format!(
@@ -435,20 +472,37 @@ impl Workspace {
         let truncated = offset > 0 || (window.len() as u64) < pos;
         let mut binary = looks_binary(&head);
         let mut content = String::new();
+        let mut skipped = 0usize;
         if !binary {
             match utf8_window(&window, offset > 0, truncated) {
-                Some(s) => content = s,
+                Some((s, k)) => {
+                    content = s;
+                    skipped = k;
+                }
                 None => binary = true,
             }
         }
-        Ok(ReadResult {
-            path: r.rel,
-            content,
-            binary,
-            size: pos,
-            hash: hasher.finalize().to_hex().to_string(),
-            truncated,
-            mode: md.mode() & 0o7777,
+        let start = offset + skipped as u64;
+        let end = start + content.len() as u64;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        if margin > 0 && !binary {
+            let at = |o: u64| ((o.max(slab_start) - slab_start) as usize).min(slab.len());
+            before = slab[at(start.saturating_sub(margin))..at(start)].to_vec();
+            after = slab[at(end)..at(end + margin)].to_vec();
+        }
+        Ok(WindowRead {
+            result: ReadResult {
+                path: r.rel,
+                content,
+                binary,
+                size: pos,
+                hash: hasher.finalize().to_hex().to_string(),
+                truncated,
+                offset: start,
+                mode: md.mode() & 0o7777,
+            },
+            before,
+            after,
         })
     }
 
@@ -810,9 +864,9 @@ pub fn unified_diff(
         .to_string()
 }
 
-/// The window as text: `None` when it is not UTF-8, except for a character
+/// The window as text and the leading bytes dropped: `None` when it is not UTF-8, except for a character
 /// cut at the window's edges (dropped).
-fn utf8_window(w: &[u8], cut_start: bool, cut_end: bool) -> Option<String> {
+fn utf8_window(w: &[u8], cut_start: bool, cut_end: bool) -> Option<(String, usize)> {
     let mut a = 0;
     if cut_start {
         while a < w.len() && a < 3 && (w[a] & 0xC0) == 0x80 {
@@ -821,10 +875,11 @@ fn utf8_window(w: &[u8], cut_start: bool, cut_end: bool) -> Option<String> {
     }
     let w = &w[a..];
     match std::str::from_utf8(w) {
-        Ok(s) => Some(s.to_string()),
-        Err(e) if cut_end && e.error_len().is_none() => {
-            Some(std::str::from_utf8(&w[..e.valid_up_to()]).ok()?.to_string())
-        }
+        Ok(s) => Some((s.to_string(), a)),
+        Err(e) if cut_end && e.error_len().is_none() => Some((
+            std::str::from_utf8(&w[..e.valid_up_to()]).ok()?.to_string(),
+            a,
+        )),
         Err(_) => None,
     }
 }

@@ -408,3 +408,27 @@ fn plain_diff_between_two_names_patches_the_existing_one() {
     ));
     assert_eq!(fs::read_to_string(root.join("g")).unwrap(), "b\n");
 }
+
+#[test]
+fn read_with_context_gives_the_bytes_around_the_window() {
+    let (t, w) = ws();
+    fs::write(t.path().join("ws/f"), "0123456789abcdef").unwrap();
+    let r = w.read_file_with_context("f", 6, Some(4), 3).unwrap();
+    assert_eq!(r.result.content, "6789");
+    assert_eq!(r.result.offset, 6);
+    assert_eq!(
+        (r.before.as_slice(), r.after.as_slice()),
+        (&b"345"[..], &b"abc"[..])
+    );
+    let r = w.read_file_with_context("f", 1, Some(2), 5).unwrap();
+    assert_eq!(
+        (r.before.as_slice(), r.after.as_slice()),
+        (&b"0"[..], &b"34567"[..])
+    );
+    // A window starting inside a multi-byte character skips it, and the
+    // context starts where the content does not.
+    fs::write(t.path().join("ws/u"), "aéb").unwrap();
+    let r = w.read_file_with_context("u", 2, Some(2), 4).unwrap();
+    assert_eq!((r.result.content.as_str(), r.result.offset), ("b", 3));
+    assert_eq!(r.before, "aé".as_bytes());
+}
