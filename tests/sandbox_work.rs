@@ -295,6 +295,22 @@ fn reexec_helper_from_multithreaded_process(h: &H) {
     assert_ne!(sp.helper_pid(), h.spawner.helper_pid());
 }
 
+/// As root, the workspace must be idmappable; sysfs is not: clear refusal.
+fn non_idmappable_workspace_is_refused(h: &H) {
+    use warden_daemon::sandbox::SandboxError;
+    if !nix::unistd::geteuid().is_root() {
+        println!("  (not root: workspaces are plain bind mounts)");
+        return;
+    }
+    let ws = std::path::Path::new("/sys/kernel");
+    let req = h.request(ws, Profile::SafeRead, &["true"]);
+    match h.run_req(req, Duration::from_secs(10)) {
+        Err(SandboxError::Refused(m)) => assert!(m.contains("cannot be idmapped"), "{m}"),
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(o) => panic!("ran in a non-idmappable workspace: {:?}", o.exit),
+    }
+}
+
 fn main() {
     main_with(&[
         ("basics", basics),
@@ -318,6 +334,10 @@ fn main() {
         (
             "reexec_helper_from_multithreaded_process",
             reexec_helper_from_multithreaded_process,
+        ),
+        (
+            "non_idmappable_workspace_is_refused",
+            non_idmappable_workspace_is_refused,
         ),
         ("cargo_test_offline", cargo_test_offline),
     ]);
