@@ -35,6 +35,18 @@ fn identity_and_view(h: &H) {
     assert!(!o.stdout.contains("pts"), "{}", o.stdout);
 }
 
+fn common_shell_idioms(h: &H) {
+    let ws = h.workspace();
+    let o = h.sh(
+        ws.path(),
+        Profile::Write,
+        "echo out > /dev/stdout && echo err > /dev/stderr && ls / >/dev/null && echo listed && cat < /dev/null && head -c 4 /dev/urandom | wc -c",
+    );
+    o.assert_ok("shell idioms");
+    assert_eq!(o.stdout, "out\nlisted\n4\n");
+    assert_eq!(o.stderr, "err\n");
+}
+
 fn workspace_write_and_owner(h: &H) {
     use std::os::unix::fs::MetadataExt;
     let ws = h.workspace();
@@ -315,6 +327,7 @@ fn main() {
     main_with(&[
         ("basics", basics),
         ("identity_and_view", identity_and_view),
+        ("common_shell_idioms", common_shell_idioms),
         ("workspace_write_and_owner", workspace_write_and_owner),
         ("scratch_dirs_and_home", scratch_dirs_and_home),
         ("loopback_server", loopback_server),

@@ -294,6 +294,23 @@ impl Helper {
         }
         let stderr = fds.pop().unwrap();
         let stdout = fds.pop().unwrap();
+        if self.host.root {
+            // Pipes made by a root daemon are root's, mode 0600: reopening
+            // them through /dev/stdout (/proc/self/fd/1) would fail for the
+            // unprivileged sandbox uid. Hand pipes and sockets to it.
+            for fd in [&stdout, &stderr] {
+                // SAFETY: fstat/fchown on a valid fd.
+                unsafe {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    if libc::fstat(fd.as_raw_fd(), &mut st) == 0 {
+                        let kind = st.st_mode & libc::S_IFMT;
+                        if (kind == libc::S_IFIFO || kind == libc::S_IFSOCK) && st.st_uid == 0 {
+                            libc::fchown(fd.as_raw_fd(), self.host.host_uid, self.host.host_gid);
+                        }
+                    }
+                }
+            }
+        }
         // SAFETY: single-threaded process.
         unsafe { T0 = Some(std::time::Instant::now()) };
         let mut plan = Plan::new(req, &self.host)?;

@@ -43,10 +43,15 @@ pub(crate) fn restrict(rules: &Rules) -> Result<Enforcement, String> {
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(|r| r.create())
         .map_err(|e| format!("landlock ruleset: {e}"))?;
+    // Listing `/` (not reading files) is allowed: tools walk the root, and
+    // every directory the mount tree shows is readable anyway.
+    let root = [std::path::PathBuf::from("/")];
+    let list: landlock::BitFlags<AccessFs> = AccessFs::ReadDir.into();
     let groups = [
-        (&rules.read, read),
-        (&rules.write, all),
-        (&rules.devices, dev),
+        (&rules.read[..], read),
+        (&rules.write[..], all),
+        (&rules.devices[..], dev),
+        (&root[..], list),
     ];
     for (paths, access) in groups {
         for p in paths {
