@@ -229,6 +229,9 @@ impl Engine {
                 }
                 let (ws, we) = window(text, pos, def.window);
                 last_end = we;
+                if def.needs != 0 && !text[pos..we].contains(&def.needs) {
+                    continue;
+                }
                 for caps in re.captures_iter(&text[ws..we]) {
                     let Some(g) = caps.get(def.group) else {
                         continue;

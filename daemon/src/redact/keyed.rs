@@ -1090,9 +1090,30 @@ pub(crate) fn key_span(text: &[u8], pos: usize) -> (usize, usize) {
     (s, e)
 }
 
+/// Cheap test run before the name is classified: after the name, an
+/// optional closing quote and blanks, or a type word, comes an operator
+/// character (`=`, `:`, `>`, `,`, `|`, `.=`, `?=`, `+=`).
+fn operator_follows(text: &[u8], ke: usize) -> bool {
+    let mut p = ke;
+    let end = (ke + 24).min(text.len());
+    while p < end {
+        match text[p] {
+            b'=' | b':' | b'>' | b',' | b'|' => return true,
+            b'.' | b'?' | b'+' => return text.get(p + 1) == Some(&b'='),
+            b'"' | b'\'' | b'`' | b'\\' | b' ' | b'\t' => p += 1,
+            b if b.is_ascii_alphabetic() || b == b'&' => p += 1, // `name string =`, `name: &str =`
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Parses `name <op> value` with the name at `[ks, ke)`.
 pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize) -> Option<KeyedHit> {
     if ke <= ks || ke - ks > 128 {
+        return None;
+    }
+    if !operator_follows(text, ke) {
         return None;
     }
     let key = &text[ks..ke];

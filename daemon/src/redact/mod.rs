@@ -580,6 +580,24 @@ pub fn rule_patterns() -> Vec<&'static str> {
     rules::RULES.iter().map(|d| d.pattern).collect()
 }
 
+/// Every keyword of the prefilter (lower case), for benchmarks.
+#[doc(hidden)]
+pub fn prefilter_keywords() -> Vec<String> {
+    let mut k: Vec<String> = rules::RULES
+        .iter()
+        .flat_map(|d| d.keywords.iter().map(|s| s.to_string()))
+        .collect();
+    k.extend(keyed::TRIGGERS.iter().map(|s| s.to_string()));
+    k.extend([
+        "-----begin ".to_string(),
+        "kind:".to_string(),
+        engine::MARKER_PREFIX.to_ascii_lowercase(),
+    ]);
+    k.sort();
+    k.dedup();
+    k
+}
+
 fn marker_regex() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {

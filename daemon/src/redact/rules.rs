@@ -34,6 +34,9 @@ pub(crate) struct RuleDef {
     pub placeholder_check: bool,
     /// Extra check of the secret.
     pub post: Post,
+    /// A byte that must occur in the window after the keyword (cheap
+    /// pre-check before the regex runs), or 0.
+    pub needs: u8,
     /// Window around keyword hits.
     pub window: Window,
 }
@@ -53,6 +56,7 @@ const fn r(
         min_entropy,
         placeholder_check: true,
         post: Post::None,
+        needs: 0,
         window: Window::Line,
     }
 }
@@ -60,6 +64,11 @@ const fn r(
 /// A rule whose secret may look like a template (`AGE-SECRET-KEY-1QQQ...`).
 const fn raw(mut d: RuleDef) -> RuleDef {
     d.placeholder_check = false;
+    d
+}
+
+const fn needs(mut d: RuleDef, b: u8) -> RuleDef {
+    d.needs = b;
     d
 }
 
@@ -948,12 +957,15 @@ pub(crate) const RULES: &[RuleDef] = &[
         1,
         0.0,
     ),
-    r(
-        "url-password",
-        &["://"],
-        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@"'<>\[\]]*:([^\s@/?#"'<>]{1,256})@"#,
-        1,
-        0.0,
+    needs(
+        r(
+            "url-password",
+            &["://"],
+            r#"\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/?#@"'<>\[\]]*:([^\s@/?#"'<>]{1,256})@"#,
+            1,
+            0.0,
+        ),
+        b'@',
     ),
     r(
         "url-secret-param",
