@@ -471,3 +471,58 @@ fn crash_loop_never_leaves_a_half_checkpoint() {
         "the child wrote too few checkpoints ({seen_max}) to test anything"
     );
 }
+
+#[test]
+fn daemon_killed_during_steps_leaves_only_whole_checkpoints() {
+    let mut d = Daemon::start_with(&["--policy", "ci"]);
+    let ws_dir = workspace();
+    let ws = ws_dir.path();
+    for f in 0..300 {
+        write(
+            ws,
+            &format!("d{}/f{f}.txt", f % 10),
+            format!("initial {f}\n").as_bytes(),
+        );
+    }
+    let mut completed_rounds = 0;
+    for round in 0..8u64 {
+        let script = format!(
+            "python3 -c \"import os\nfor i in range(300):\n  open('d%d/f%d.txt' % (i % 10, i), 'w').write('round {round} %d\\n' % i * 200)\""
+        );
+        let mut cli = d
+            .warden()
+            .args(["exec", "--workspace", ws.to_str().unwrap(), "--", &script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(40 + (round * 97) % 700));
+        d.kill9();
+        if cli.wait().unwrap().success() {
+            completed_rounds += 1;
+        }
+        {
+            let db = warden_daemon::state::Db::open(&d.state_dir).unwrap();
+            let store = CheckpointStore::open(&d.state_dir, db).unwrap();
+            for c in store.list(&CheckpointFilter::default()).unwrap() {
+                store.verify(&c.id).unwrap_or_else(|e| {
+                    panic!("round {round}: {} {:?} not whole: {e}", c.id, c.kind)
+                });
+            }
+        }
+        d.restart();
+        let out = ok(&d.run(&["checkpoint", "list", "--json", "--limit", "1"]));
+        if let Some(line) = out.lines().next() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let id = v["id"].as_str().unwrap();
+            ok(&d.run(&["rollback", id, "--files", "--force"]));
+            let o = d.run(&["checkpoint", "diff", id]);
+            let changes = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert!(
+                ok(&o).is_empty() && changes.is_empty(),
+                "round {round}: workspace differs from {id} after rollback: {changes}"
+            );
+        }
+    }
+    assert!(completed_rounds < 8, "the daemon was never killed mid-step");
+}

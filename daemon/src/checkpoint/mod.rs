@@ -41,6 +41,7 @@
 
 mod blobs;
 mod changes;
+mod gitref;
 mod records;
 mod restore;
 mod snapshot;

@@ -157,7 +157,7 @@ pub struct Checkpoint {
     pub rollback_of: Option<String>,
     /// For a rollback: the report JSON (not restored, external effects).
     pub rollback_json: Option<String>,
-    /// The git ref of the git-based variant, when recorded.
+    /// The git-based variant, when recorded: `<commit id> <ref name>`.
     pub git_ref: Option<String>,
     pub complete: bool,
 }

@@ -434,6 +434,9 @@ impl CheckpointStore {
             rollback_json: rollback.map(|r| r.2),
         };
         let seq = records::insert(&mut self.inner.db.lock(), &n)?;
+        if settings.git_refs && super::gitref::has_repo(ws) {
+            self.record_git_ref(ws, &id, &meta.session_id, kind, &snap, latest.as_deref());
+        }
         let snap = Arc::new(snap);
         self.inner
             .latest
@@ -450,6 +453,58 @@ impl CheckpointStore {
             );
         let (cp, _) = records::get(&self.inner.db.lock(), &id)?;
         Ok((cp, snap))
+    }
+
+    /// The git-based variant: records `snap` as a commit under
+    /// `refs/warden/<session>/<id>`, chained from the previous checkpoint's
+    /// commit. A failure is logged and leaves `git_ref` NULL: the checkpoint
+    /// itself is already complete.
+    fn record_git_ref(
+        &self,
+        ws: &Path,
+        id: &str,
+        session_id: &str,
+        kind: CheckpointKind,
+        snap: &Snapshot,
+        latest: Option<&Latest>,
+    ) {
+        let session = if !session_id.is_empty()
+            && session_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            session_id
+        } else {
+            "no-session"
+        };
+        let ref_name = format!("refs/warden/{session}/{id}");
+        let prev_commit: Option<String> = latest.and_then(|l| {
+            self.inner
+                .db
+                .lock()
+                .query_row(
+                    "SELECT git_ref FROM checkpoints WHERE id = ?1",
+                    [&l.id],
+                    |r| r.get::<_, Option<String>>(0),
+                )
+                .ok()
+                .flatten()
+                .and_then(|g| g.rsplit_once(' ').map(|(c, _)| c.to_string()))
+        });
+        let prev = match (&prev_commit, latest) {
+            (Some(c), Some(l)) => Some((c.as_str(), &*l.snapshot)),
+            _ => None,
+        };
+        let msg = format!("warden {} checkpoint {id}", kind.as_str());
+        match super::gitref::record(ws, &self.inner.blobs, snap, prev, &ref_name, &msg) {
+            Ok(commit) => {
+                let _ = self.inner.db.lock().execute(
+                    "UPDATE checkpoints SET git_ref = ?1 WHERE id = ?2",
+                    params![format!("{commit} {ref_name}"), id],
+                );
+            }
+            Err(e) => tracing::warn!(checkpoint = id, error = %e, "git ref not recorded"),
+        }
     }
 
     /// Fills `patch` of text-file changes, within [`PATCH_BUDGET`].

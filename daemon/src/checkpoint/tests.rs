@@ -703,3 +703,68 @@ fn gc_keeps_last_runs_and_latest_and_frees_blobs() {
     let latest = &fx.store.list(&CheckpointFilter::default()).unwrap()[2];
     assert_eq!(fx.store.load_snapshot(&latest.id).unwrap().root, after.root);
 }
+
+fn git(ws: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(ws)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn git_refs_record_commits_without_moving_head_index_or_branches() {
+    let mut fx = Fixture::new();
+    fx.settings.git_refs = true;
+    let ws = fx.ws().to_path_buf();
+    git(&ws, &["init", "-q"]);
+    fx.write("a.txt", "one\n");
+    fx.write("gone.txt", "bye\n");
+    git(
+        &ws,
+        &["-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"],
+    );
+    git(
+        &ws,
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qm",
+            "base",
+        ],
+    );
+    let head = git(&ws, &["rev-parse", "HEAD"]);
+    let index = fs::read(ws.join(".git/index")).unwrap();
+    let (pre, post) = fx.step("s1", |ws| {
+        fs::write(ws.join("a.txt"), "two\n").unwrap();
+        fs::remove_file(ws.join("gone.txt")).unwrap();
+        fs::write(ws.join("new.txt"), "new\n").unwrap();
+    });
+    let pre_ref = pre.git_ref.clone().expect("pre recorded in git");
+    let post_ref = post.git_ref.clone().expect("post recorded in git");
+    let post_name = post_ref.split(' ').nth(1).unwrap();
+    assert!(post_name.starts_with("refs/warden/s1/"));
+    assert_eq!(git(&ws, &["show", &format!("{post_name}:a.txt")]), "two");
+    assert_eq!(git(&ws, &["show", &format!("{post_name}:new.txt")]), "new");
+    assert_eq!(
+        git(&ws, &["ls-tree", "--name-only", post_name]),
+        "a.txt\nnew.txt"
+    );
+    // Chained: the post commit's parent is the pre commit.
+    let pre_commit = pre_ref.split(' ').next().unwrap();
+    assert_eq!(
+        git(&ws, &["rev-parse", &format!("{post_name}^")]),
+        pre_commit
+    );
+    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), head);
+    assert_eq!(fs::read(ws.join(".git/index")).unwrap(), index);
+    assert_eq!(
+        git(&ws, &["branch", "--format=%(refname)"]).lines().count(),
+        1
+    );
+}
