@@ -353,9 +353,7 @@ impl Workspace {
             match (&op.src, &op.dst, op.tmp.clone()) {
                 // Modify / mode change in place.
                 (Some(s), None, Some(tmp)) => {
-                    s.r.parent
-                        .rename(&tmp, &s.r.parent, &s.name)
-                        .map_err(|e| WorkspaceError::io(s.rel(), e))?;
+                    self.install(&s.r.parent, &tmp, &s.name, s.rel(), &op.old)?;
                     done.push(Done::Replaced(i));
                 }
                 // Create, or rename target: never replace what is there.

@@ -620,6 +620,63 @@ impl Workspace {
         )
     }
 
+    /// Puts the staged temp file `tmp` in place of `name` (both in `dir`),
+    /// only if `name` is still what `cur` describes: a missing file is
+    /// created with `linkat(2)` (fails if one appeared), an existing one is
+    /// swapped with `renameat2(RENAME_EXCHANGE)` and the inode that came out
+    /// is checked to be the one read (else swapped back). On file systems
+    /// without those, a check just before `renameat(2)`. On success `tmp` no
+    /// longer exists. Errors: FailedPrecondition with the current hash.
+    fn install(
+        &self,
+        dir: &Dir,
+        tmp: &str,
+        name: &str,
+        rel: &str,
+        cur: &Current,
+    ) -> Result<(), WorkspaceError> {
+        let changed = |this: &Self| {
+            let hash = this
+                .current(dir, name, rel)
+                .map(|c| c.hash)
+                .unwrap_or_else(|_| "?".into());
+            WorkspaceError::precondition(rel, &hash, "changed by someone else while being written")
+        };
+        if !cur.exists {
+            match dir.hard_link(tmp, dir, name) {
+                Ok(()) => {
+                    let _ = dir.remove_file(tmp);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(changed(self)),
+                Err(_) => {}
+            }
+        } else {
+            match exchange(dir, tmp, name) {
+                Ok(()) => {
+                    let out = dir.symlink_metadata(tmp).ok();
+                    if out.as_ref().map(|m| (m.ino(), m.is_file())) == Some((cur.ino, true)) {
+                        let _ = dir.remove_file(tmp);
+                        return Ok(());
+                    }
+                    // Not what we read: put it back.
+                    exchange(dir, tmp, name).map_err(|e| WorkspaceError::io(rel, e))?;
+                    return Err(changed(self));
+                }
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(changed(self)),
+                Err(e) => return Err(WorkspaceError::io(rel, e)),
+            }
+        }
+        self.unchanged_since(dir, name, rel, cur)?;
+        dir.rename(tmp, dir, name)
+            .map_err(|e| WorkspaceError::io(rel, e))
+    }
+
     /// Writes `content` to `path` atomically (temp file in the same
     /// directory, fsync, rename, fsync of the directory), creating missing
     /// parent directories. An existing file keeps its permission bits
@@ -680,14 +737,7 @@ impl Workspace {
         };
         let result = (|| {
             let tmp = stage_temp(&r.parent, content, new_mode, owner, &rel)?;
-            if let Err(e) = self
-                .unchanged_since(&r.parent, &name, &rel, &cur)
-                .and_then(|()| {
-                    r.parent
-                        .rename(&tmp, &r.parent, &name)
-                        .map_err(|e| WorkspaceError::io(&rel, e))
-                })
-            {
+            if let Err(e) = self.install(&r.parent, &tmp, &name, &rel, &cur) {
                 let _ = r.parent.remove_file(&tmp);
                 return Err(e);
             }
@@ -773,6 +823,25 @@ fn check_regular(md: &Metadata, rel: &str) -> Result<(), WorkspaceError> {
     Err(WorkspaceError::InvalidArgument(format!(
         "{rel}: is {what}; the file tools read and write regular files only"
     )))
+}
+
+/// `renameat2(RENAME_EXCHANGE)` of two names in `dir` (single components,
+/// never traversed: rename(2)).
+fn exchange(dir: &Dir, a: &str, b: &str) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let ca = std::ffi::CString::new(a).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let cb = std::ffi::CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if a.contains('/') || b.contains('/') {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let fd = dir.as_raw_fd();
+    // SAFETY: two NUL-terminated names and a directory fd we hold.
+    let r = unsafe { libc::renameat2(fd, ca.as_ptr(), fd, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// uid/gid of `dir` when the daemon runs as root (new files then belong to

@@ -432,3 +432,39 @@ fn read_with_context_gives_the_bytes_around_the_window() {
     assert_eq!((r.result.content.as_str(), r.result.offset), ("b", 3));
     assert_eq!(r.before, "aé".as_bytes());
 }
+
+#[test]
+fn install_refuses_a_file_replaced_after_it_was_read() {
+    let (t, w) = ws();
+    let p = t.path().join("ws/f");
+    fs::write(&p, "mine\n").unwrap();
+    let root = Dir::open_ambient_dir(t.path().join("ws"), cap_std::ambient_authority()).unwrap();
+    let cur = w.current(&root, "f", "f").unwrap();
+    // Someone else replaces it (new inode) before we install.
+    fs::write(t.path().join("ws/other"), "theirs\n").unwrap();
+    fs::rename(t.path().join("ws/other"), &p).unwrap();
+    let tmp = stage_temp(&root, b"new\n", 0o644, None, "f").unwrap();
+    match w.install(&root, &tmp, "f", "f", &cur) {
+        Err(WorkspaceError::FailedPrecondition { current_hash, .. }) => {
+            assert_eq!(current_hash, hash_bytes(b"theirs\n"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fs::read_to_string(&p).unwrap(), "theirs\n");
+    // A file created meanwhile where none was is not replaced either.
+    let absent = w.current(&root, "g", "g").unwrap();
+    fs::write(t.path().join("ws/g"), "theirs\n").unwrap();
+    assert!(matches!(
+        w.install(&root, &tmp, "g", "g", &absent),
+        Err(WorkspaceError::FailedPrecondition { .. })
+    ));
+    assert_eq!(
+        fs::read_to_string(t.path().join("ws/g")).unwrap(),
+        "theirs\n"
+    );
+    // The unchanged case installs and leaves no temp file.
+    let cur = w.current(&root, "f", "f").unwrap();
+    w.install(&root, &tmp, "f", "f", &cur).unwrap();
+    assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+    assert_eq!(fs::read_dir(t.path().join("ws")).unwrap().count(), 2);
+}
