@@ -1107,3 +1107,78 @@ fn guard_fills_the_hardening_preview() {
     .unwrap();
     assert_eq!(names(&i), ["flask"]);
 }
+
+#[test]
+fn approval_preview_of_npm_i_lodash_4_names_lodash_and_4() {
+    use crate::approval::Preview;
+    use crate::policy::{ClassifyContext, Decision, Policy, Tier};
+    let p = Policy::builtin("default").unwrap();
+    let c = p.classify("npm i lodash@4", &ClassifyContext::default());
+    assert_eq!((c.tier, c.decision), (Tier::Install, Decision::Ask));
+    let preview = Preview::exec(c, "", &p.hash);
+    let intent = preview
+        .classification
+        .install
+        .as_ref()
+        .expect("install intent");
+    assert_eq!(intent.packages, vec![PackageRef::new("lodash", Some("4"))]);
+    let json = serde_json::to_string(&preview).unwrap();
+    assert!(
+        json.contains(r#""packages":[{"name":"lodash","version":"4"}]"#),
+        "{json}"
+    );
+    // A lookalike's warning reaches the preview's own warnings.
+    let c = p.classify("pip install reqeusts", &ClassifyContext::default());
+    let preview = Preview::exec(c, "", &p.hash);
+    assert!(
+        preview
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("lookalike: reqeusts")),
+        "{:?}",
+        preview.warnings
+    );
+}
+
+#[test]
+fn ci_policy_allows_exactly_the_installs_the_guard_lets_through() {
+    use crate::policy::{ClassifyContext, Decision, Policy, Tier};
+    let ci = Policy::builtin("ci").unwrap();
+    let ctx = ClassifyContext::default();
+    let mut checked = 0;
+    for case in TABLE {
+        let c = ci.classify(case.cmd, &ctx);
+        let Some(intent) = &c.install else {
+            continue; // the classifier put it in another tier (write)
+        };
+        if case.cmd.starts_with("sudo ")
+            || case.cmd.contains('=') && case.cmd.starts_with(char::is_uppercase)
+        {
+            // The classifier hands over the argv inside wrappers and
+            // assignments, so `sudo` scope is not seen (see the report).
+            continue;
+        }
+        checked += 1;
+        // The classifier may hand over the unwrapped argv (`pip ...` for
+        // `python3 -m pip ...`): everything else is the guard's reading.
+        let mut mine = parse(case.cmd).unwrap();
+        mine.argv = intent.argv.clone();
+        assert_eq!(intent, &mine, "{}", case.cmd);
+        let guard_allows = intent.is_lockfile_install() && intent.always_asks().is_none();
+        assert_eq!(
+            c.decision == Decision::Allow,
+            guard_allows,
+            "{}: {:?} {:?}",
+            case.cmd,
+            c.decision,
+            c.reasons
+        );
+        if !guard_allows {
+            assert_eq!(c.tier, Tier::Install, "{}", case.cmd);
+        }
+    }
+    assert!(
+        checked >= 140,
+        "only {checked} table commands got an intent"
+    );
+}
