@@ -946,6 +946,17 @@ fn e2e_cli_tools_work_and_bad_input_changes_nothing() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+    // A large write (over gRPC's default 4 MiB message) works up to the cap.
+    let big = "x".repeat(5 << 20);
+    let o = fs_cli(&d, &ws, &["write", "--yes", "big5"], Some(&big));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(fs::metadata(ws.join("big5")).unwrap().len(), 5 << 20);
+    fs::remove_file(ws.join("big5")).unwrap();
     // ls and grep.
     let o = fs_cli(&d, &ws, &["ls"], None);
     assert_eq!(

@@ -15,6 +15,10 @@ use crate::session::journal::{declare_file_tool, CallKey};
 use crate::session::{FileToolCall, Session, SessionManager};
 use crate::workspace::{FileChange, Limits, Workspace, WorkspaceError};
 
+/// Largest Files request accepted, bytes: a whole file up to the file
+/// tools' cap (`workspace::Limits::file_bytes`, 16 MiB) plus the envelope.
+pub const MAX_REQUEST_BYTES: usize = (16 << 20) + (64 << 10);
+
 pub struct FilesService {
     mgr: Arc<SessionManager>,
     redactors: Redactors,

@@ -299,9 +299,10 @@ fn services(
     routes = routes.add_service(runs_server::RunsServer::new(runs::RunsService::new(
         mgr.clone(),
     )));
-    routes = routes.add_service(files_server::FilesServer::new(files::FilesService::new(
-        mgr.clone(),
-    )));
+    routes = routes.add_service(
+        files_server::FilesServer::new(files::FilesService::new(mgr.clone()))
+            .max_decoding_message_size(files::MAX_REQUEST_BYTES),
+    );
     routes = routes.add_service(approvals_server::ApprovalsServer::new(
         approvals::ApprovalsService::new(mgr.clone()),
     ));
