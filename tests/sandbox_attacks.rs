@@ -115,6 +115,7 @@ fn proc_magic_links(h: &H) {
          ls /proc/{me}/root/ 2>/dev/null && echo LEAK5
          echo x > /proc/1/root/tmp/x 2>/dev/null && echo LEAK6
          cat /proc/1/environ 2>/dev/null && echo LEAK7
+         tr '\\0' ' ' < /proc/1/cmdline | grep -q -e '--socket' -e '--state-dir' -e sandbox_attacks && echo LEAK8
          ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '"
     );
     let o = h.sh(ws.path(), Profile::Write, &script);

@@ -100,6 +100,7 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     close_others(sock.as_raw_fd());
+    wipe_cmdline();
     if std::env::var_os("WARDEN_SPAWN_TRACE").is_some() {
         // SAFETY: duplicating our own stderr to a fixed, close-on-exec slot.
         unsafe {
@@ -565,4 +566,35 @@ pub(crate) fn make_userns(uid_map: &str, gid_map: &str) -> std::io::Result<Owned
     // SAFETY: reaping our own child.
     unsafe { libc::waitpid(pid, &mut st, 0) };
     res
+}
+
+/// Overwrites this process's argument area with `warden-spawn`, so
+/// `/proc/1/cmdline` of every sandbox (a copy of the helper) shows nothing of
+/// the daemon's command line (socket, state dir). proc(5): `arg_start` and
+/// `arg_end` are fields 48 and 49 of `/proc/self/stat`.
+fn wipe_cmdline() {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return;
+    };
+    // Fields after "pid (comm)" start at field 3.
+    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let (Some(a), Some(b)) = (f.get(48 - 3), f.get(49 - 3)) else {
+        return;
+    };
+    let (Ok(start), Ok(end)) = (a.parse::<usize>(), b.parse::<usize>()) else {
+        return;
+    };
+    let name = b"warden-spawn\0";
+    if start == 0 || end <= start || end - start < name.len() {
+        return;
+    }
+    // SAFETY: [arg_start, arg_end) is this process's own, writable argument
+    // area on the initial stack; nothing in the helper reads argv after this.
+    unsafe {
+        std::ptr::write_bytes(start as *mut u8, 0, end - start);
+        std::ptr::copy_nonoverlapping(name.as_ptr(), start as *mut u8, name.len());
+    }
 }
