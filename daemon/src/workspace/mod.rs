@@ -28,7 +28,7 @@ mod resolve;
 mod walk;
 
 pub use patch::{parse as parse_patch, FilePatch, Hunk, HunkLine, HunkMismatch, MAX_PATCH_BYTES};
-pub use walk::{DirEntryInfo, EntryKind, GrepMatch, GrepResult, ListResult};
+pub use walk::{DirEntryInfo, EntryKind, GrepMatch, GrepResult, ListResult, MAX_RESULT_BYTES};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, Metadata, MetadataExt, OpenOptions, OpenOptionsExt};

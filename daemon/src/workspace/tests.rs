@@ -468,3 +468,19 @@ fn install_refuses_a_file_replaced_after_it_was_read() {
     assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
     assert_eq!(fs::read_dir(t.path().join("ws")).unwrap().count(), 2);
 }
+
+#[test]
+fn grep_answers_stay_under_the_result_byte_cap() {
+    let (t, w) = ws();
+    let line = "x".repeat(999) + "\n";
+    fs::write(t.path().join("ws/many.txt"), line.repeat(3000)).unwrap();
+    let g = w.grep("x", "", false, 10_000, &no_filter).unwrap();
+    assert!(g.truncated);
+    assert!(
+        g.matches.len() < 3000 && g.matches.len() > 1000,
+        "{}",
+        g.matches.len()
+    );
+    let total: usize = g.matches.iter().map(|m| m.text.len()).sum();
+    assert!(total <= walk::MAX_RESULT_BYTES + 2000, "{total}");
+}

@@ -25,6 +25,9 @@ pub const GREP_MAX: usize = 10_000;
 pub const MAX_PATTERN_BYTES: usize = 4096;
 /// Longest line text returned by grep, bytes (longer lines are cut).
 pub const MAX_LINE_BYTES: usize = 1000;
+/// Most bytes of paths and text one listing or search returns (it is then
+/// truncated), so an answer always fits a 4 MiB gRPC message.
+pub const MAX_RESULT_BYTES: usize = 2 << 20;
 
 /// Kind of a listed entry (not following symlinks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +69,10 @@ pub struct DirEntryInfo {
 pub struct ListResult {
     /// Depth-first, sorted by name within each directory.
     pub entries: Vec<DirEntryInfo>,
-    /// The entry limit or the walk cap cut the listing.
+    /// The entry limit, the walk cap or [`MAX_RESULT_BYTES`] cut the listing.
     pub truncated: bool,
+    /// Bytes of paths returned (approximate, for the size cap).
+    bytes: usize,
 }
 
 /// One matching line.
@@ -279,13 +284,17 @@ impl Workspace {
         let entries = sorted_entries(dir);
         for (name, md) in entries {
             *visited += 1;
-            if out.entries.len() >= limit || *visited > self.limits.walk_entries {
+            if out.entries.len() >= limit
+                || *visited > self.limits.walk_entries
+                || out.bytes > MAX_RESULT_BYTES
+            {
                 out.truncated = true;
                 break;
             }
             let (shown, usable) = display_name(&name);
             let path = join_rel(rel, &shown);
             let is_dir = md.is_dir();
+            out.bytes += path.len() + 32;
             out.entries.push(info(path.clone(), &md));
             if is_dir && usable && level < depth && shown != ".git" && !ign.ignored(&path, true) {
                 if let Ok(sub) = dir.open_dir_nofollow(&name) {
@@ -346,6 +355,7 @@ impl Workspace {
             limit,
             filter,
             out: GrepResult::default(),
+            bytes: 0,
             visited: 0,
         };
         match self.start(path)? {
@@ -444,13 +454,14 @@ impl Workspace {
         };
         for (i, line) in filtered.iter().enumerate() {
             if g.re.is_match(line) {
-                if g.out.matches.len() >= g.limit {
+                if g.out.matches.len() >= g.limit || g.bytes > MAX_RESULT_BYTES {
                     g.out.truncated = true;
                     return;
                 }
                 if line.as_str() != raw[i] {
                     g.out.redactions += 1;
                 }
+                g.bytes += rel.len() + line.len().min(MAX_LINE_BYTES) + 16;
                 g.out.matches.push(GrepMatch {
                     path: rel.to_string(),
                     line: i as u64 + 1,
@@ -466,6 +477,8 @@ struct Grep<'a> {
     limit: usize,
     filter: &'a dyn Fn(&str, &str) -> Option<(String, u32)>,
     out: GrepResult,
+    /// Bytes of paths and text returned so far.
+    bytes: usize,
     visited: usize,
 }
 
