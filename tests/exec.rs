@@ -679,3 +679,76 @@ fn sessions_are_listed_and_closed() {
             .any(|s| s.id == sid && s.state == pb::SessionState::Closed as i32));
     });
 }
+
+#[test]
+fn redaction_markers_are_stable_and_restored_on_write() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let token = "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";
+    std::fs::write(
+        ws.path().join("settings.txt"),
+        format!("name = demo\ntoken = {token}\n"),
+    )
+    .unwrap();
+    rt().block_on(async {
+        let c = d.client().await;
+        let sid = session(&c, ws.path(), "default").await;
+        let read = |c: &warden_tests::Client| {
+            let sid = sid.clone();
+            let c = c.clone();
+            async move {
+                c.files()
+                    .read_file(pb::ReadFileRequest {
+                        session_id: sid,
+                        path: "settings.txt".into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner()
+            }
+        };
+        let r1 = read(&c).await;
+        assert!(!r1.content.contains(token), "the token reached the client");
+        assert!(r1.content.contains("[REDACTED:"), "{}", r1.content);
+        // Stable within the session: the same marker twice.
+        assert_eq!(read(&c).await.content, r1.content);
+        // The shell sees the same marker for the same secret.
+        let e = exec(&c, req(&sid, "cat settings.txt")).await.unwrap();
+        assert_eq!(e.stdout_str(), r1.content);
+        // A write of redacted content puts the secret back, never the marker.
+        let edited = r1.content.replace("name = demo", "name = edited");
+        c.files()
+            .write_file(pb::WriteFileRequest {
+                session_id: sid.clone(),
+                path: "settings.txt".into(),
+                content: edited.into_bytes(),
+                approve: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let disk = std::fs::read_to_string(ws.path().join("settings.txt")).unwrap();
+        assert_eq!(disk, format!("name = edited\ntoken = {token}\n"));
+        // A marker this session never issued is refused, and nothing is written.
+        let forged = "token = [REDACTED:github-pat:0123456789ab]\n";
+        let err = c
+            .files()
+            .write_file(pb::WriteFileRequest {
+                session_id: sid.clone(),
+                path: "other.txt".into(),
+                content: forged.into(),
+                approve: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::FailedPrecondition,
+            "{}",
+            err.message()
+        );
+        assert!(!ws.path().join("other.txt").exists());
+    });
+}

@@ -3,16 +3,16 @@
 
 pub mod approve;
 pub mod audit;
-pub mod classify;
 pub mod checkpoint;
+pub mod classify;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod exec;
 pub mod fs;
 pub mod gc;
-pub mod redact;
 pub mod policy;
+pub mod redact;
 pub mod rollback;
 pub mod run;
 

@@ -21,33 +21,11 @@ pub const MAX_REQUEST_BYTES: usize = (16 << 20) + (64 << 10);
 
 pub struct FilesService {
     mgr: Arc<SessionManager>,
-    redactors: Redactors,
 }
 
 impl FilesService {
     pub fn new(mgr: Arc<SessionManager>) -> Self {
-        FilesService {
-            mgr,
-            redactors: Redactors::default(),
-        }
-    }
-}
-
-/// Built redactors by policy hash: building one compiles every rule, which
-/// is far slower than a read; each call gets the cached rules with a fresh
-/// marker key ([`Redactor::for_session`], as a new redactor would have).
-#[derive(Clone, Default)]
-struct Redactors(Arc<std::sync::Mutex<std::collections::HashMap<String, Redactor>>>);
-
-impl Redactors {
-    fn get(&self, s: &Session) -> Redactor {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() > 64 {
-            m.clear();
-        }
-        m.entry(s.policy.hash.clone())
-            .or_insert_with(|| Redactor::new(&s.policy.file.redact))
-            .for_session()
+        FilesService { mgr }
     }
 }
 
@@ -181,7 +159,7 @@ impl Files for FilesService {
     ) -> Result<Response<pb::ReadFileResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
-        let redactors = self.redactors.clone();
+        let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
                 let limit = (r.limit > 0).then_some(r.limit);
@@ -189,7 +167,7 @@ impl Files for FilesService {
                     .read_file_with_context(&r.path, r.offset, limit, REDACT_MARGIN)
                     .map_err(ws_status)?;
                 let out = w.result;
-                let redactor = redactors.get(s);
+                let redactor = mgr.redactor(s);
                 let path = std::path::Path::new(&out.path);
                 // Secret files (by path, after following inside symlinks) are
                 // refused or shown as one marker, as the policy says; a
@@ -226,6 +204,12 @@ impl Files for FilesService {
         let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
+                let mut r = r;
+                // Content the model built from redacted output may carry
+                // this session's markers: write the original values back,
+                // never a marker over a secret (refused when a marker is not
+                // this session's).
+                r.content = restore(&mgr, s, &r.content)?;
                 // Preview: the diff against the current content (empty for
                 // binary files or when the write will fail anyway).
                 let diff = ws.diff_for_write(&r.path, &r.content);
@@ -281,6 +265,9 @@ impl Files for FilesService {
         let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
+                let mut r = r;
+                r.patch = String::from_utf8(restore(&mgr, s, r.patch.as_bytes())?)
+                    .map_err(|_| Status::invalid_argument("the patch is not UTF-8"))?;
                 // Schema layer: a patch that does not parse never reaches policy.
                 let sections = crate::workspace::parse_patch(&r.patch).map_err(|e| {
                     let msg = e.to_string();
@@ -369,10 +356,10 @@ impl Files for FilesService {
     ) -> Result<Response<pb::GrepResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
-        let redactors = self.redactors.clone();
+        let mgr = self.mgr.clone();
         let resp = self
             .with_ws(r.session_id.clone(), peer, move |s, ws| {
-                let redactor = redactors.get(s);
+                let redactor = mgr.redactor(s);
                 // Secret files the policy denies are skipped; others are
                 // matched as redacted.
                 let filter = |path: &str, text: &str| {
@@ -489,4 +476,19 @@ fn journal_outcome(
         Err(e) => (false, serde_json::json!({"error": e.to_string()})),
     };
     journal_end(mgr, key, ok, v)
+}
+
+/// Puts this session's redaction markers back to the original values before
+/// a write (the redactor's marker memory); a marker the session never issued
+/// is refused, so a marker is never written over a secret.
+fn restore(mgr: &SessionManager, s: &Session, data: &[u8]) -> Result<Vec<u8>, Status> {
+    let redactor = mgr.redactor(s);
+    if !redactor.contains_markers(&String::from_utf8_lossy(data)) {
+        return Ok(data.to_vec());
+    }
+    redactor.restore_markers_bytes(data).map_err(|e| {
+        Status::failed_precondition(format!(
+            "the content carries redaction markers that cannot be restored ({e}); write the real value or leave that part unchanged"
+        ))
+    })
 }

@@ -168,7 +168,7 @@ impl SessionManager {
         tx: &mpsc::Sender<ExecEvent>,
     ) -> Result<ExecGate, SessionError> {
         let actor = Actor::Peer(peer.uid);
-        let redactor = Redactor::new(&session.policy.file.redact);
+        let redactor = self.redactor(session);
         let ctx = call_ctx(p, &actor, &redactor);
         let preview = Preview::exec(classification.clone(), cwd_rel, &session.policy.hash);
         let mut gate = self.approvals.decide(&ctx, &preview, p.approve)?;
@@ -215,7 +215,7 @@ impl SessionManager {
         mut detail: serde_json::Value,
     ) -> Result<AuditRecord, SessionError> {
         let actor = Actor::Peer(peer.uid);
-        let redactor = Redactor::new(&session.policy.file.redact);
+        let redactor = self.redactor(session);
         if let Some(cmd) = detail.get_mut("command") {
             if let Some(s) = cmd.as_str() {
                 *cmd = serde_json::Value::String(redactor.redact(s).0);
@@ -434,7 +434,7 @@ impl SessionManager {
             install: None,
             justification: None,
         };
-        let redactor = Redactor::new(&session.policy.file.redact);
+        let redactor = self.redactor(session);
         let key = crate::approval::RequestKey {
             tool: call.tool.to_string(),
             command: format!(

@@ -149,7 +149,7 @@ impl SessionManager {
             .checkpoints
             .diff(&a.id, (!to.is_empty()).then_some(to))?;
         let s = self.get_session(&a.session_id)?;
-        let redactor = crate::redact::Redactor::new(&s.policy.file.redact);
+        let redactor = self.redactor(&s);
         d.patch = redactor.redact(&d.patch).0;
         for c in &mut d.changes {
             if let Some(p) = &c.patch {
@@ -260,9 +260,7 @@ impl SessionManager {
             step_id: call.step_id.to_string(),
             tool_call_id: call.tool_call_id.to_string(),
             tool: call.tool.to_string(),
-            arguments_json: crate::redact::Redactor::new(&session.policy.file.redact)
-                .redact(&args.to_string())
-                .0,
+            arguments_json: self.redactor(session).redact(&args.to_string()).0,
             tier: Some(Tier::Write),
             decision: Some(session.policy.file.tiers.decide(Tier::Write)),
             side_effects: SideEffects::None,

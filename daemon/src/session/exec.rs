@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::journal::{self, CallKey};
 use super::{Peer, Session, SessionError, SessionManager};
 use crate::policy::{Classification, ClassifyContext};
-use crate::redact::{Redactor, StreamRedactor};
+use crate::redact::StreamRedactor;
 use crate::sandbox::{Enforcement, Profile, SpawnRequest};
 
 /// Longest accepted command, bytes.
@@ -283,9 +283,7 @@ impl SessionManager {
             step_id: p.step_id.clone(),
             tool_call_id: p.tool_call_id.clone(),
             tool: "exec".into(),
-            arguments_json: Redactor::new(&session.policy.file.redact)
-                .redact(&args_json)
-                .0,
+            arguments_json: self.redactor(&session).redact(&args_json).0,
             tier: Some(classification.tier),
             decision: Some(classification.decision),
             side_effects: super::side_effects_of(classification.tier, false),
@@ -442,7 +440,7 @@ impl SessionManager {
             })
             .await;
 
-        let redactor = Redactor::new(&session.policy.file.redact);
+        let redactor = self.redactor(session);
         let out_task = tokio::spawn(pump(
             out_r,
             limit,

@@ -152,6 +152,14 @@ impl SessionManager {
         })
     }
 
+    /// The session's redactor: the policy's rules (compiled once per
+    /// settings), a marker key derived from the session id, and the
+    /// session's marker memory, so markers are stable across its calls and
+    /// a write carrying them can be restored.
+    pub fn redactor(&self, session: &Session) -> crate::redact::Redactor {
+        crate::redact::Redactor::for_session_id(&session.policy.file.redact, &session.id)
+    }
+
     /// The state database.
     pub fn db(&self) -> &Db {
         &self.db
