@@ -370,3 +370,91 @@ fn limits_stop_the_run_with_exit_3() {
     assert_eq!(end["steps"], 3);
     let _ = std::fs::remove_file(plan);
 }
+
+#[test]
+fn warden_demo_behaves_as_documented_without_a_terminal() {
+    let dir = tempfile::Builder::new()
+        .prefix("wd-demo-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let out = std::process::Command::new(warden_tests::warden_bin())
+        .args(["demo", "--dir"])
+        .arg(dir.path().join("demo"))
+        .env_remove("WARDEN_SOCKET")
+        .env_remove("WARDEN_STATE_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("every step behaved as expected"), "{err}");
+    // The fix is in place and the outside file was never read into the run.
+    let calc = std::fs::read_to_string(dir.path().join("demo/workspace/calc.py")).unwrap();
+    assert!(calc.contains("return sum(values) / len(values)"));
+    assert!(!err.contains("host-only data"));
+}
+
+#[test]
+fn each_tool_step_of_a_run_has_pre_and_post_checkpoints() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let plan = ws.path().with_extension("cp-plan.jsonl");
+    let turns = [
+        json!({"content": null, "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "echo one > one.txt && chmod 600 one.txt"}}]}),
+        json!({"content": null, "tool_calls": [{"id": "c2", "name": "write_file", "arguments": {"path": "two.txt", "content": "two\n"}}]}),
+        json!({"content": "done", "tool_calls": []}),
+    ];
+    std::fs::write(
+        &plan,
+        turns
+            .iter()
+            .map(|t| t.to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = run(
+        &d,
+        ws.path(),
+        &[],
+        &[
+            "--model",
+            &format!("script:{}", plan.display()),
+            "make files",
+        ],
+    );
+    ok(&out);
+    let evs = events(&out);
+    let session = evs[0]["session_id"].as_str().unwrap().to_string();
+    let tools: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["event"] == "tool_finished")
+        .collect();
+    for t in &tools {
+        assert!(
+            t["pre_checkpoint"].is_string() && t["post_checkpoint"].is_string(),
+            "{t}"
+        );
+    }
+    let list = d.run(&["checkpoint", "list", "--session", &session, "--json"]);
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let text = String::from_utf8_lossy(&list.stdout);
+    let kinds: Vec<String> = text
+        .lines()
+        .flat_map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Array(a)) => a,
+            Ok(v) => vec![v],
+            Err(_) => vec![],
+        })
+        .map(|v| v["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        kinds.iter().filter(|k| *k == "pre").count() >= 2
+            && kinds.iter().filter(|k| *k == "post").count() >= 2,
+        "{text}"
+    );
+    let _ = std::fs::remove_file(plan);
+}
