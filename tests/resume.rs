@@ -211,3 +211,86 @@ fn killed_clients_and_daemons_resume_without_repeating_side_effects() {
         "only {resumed} of the kill points left something to resume"
     );
 }
+
+#[test]
+fn resume_reports_drift_and_never_overwrites_it() {
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        let c = d.client().await;
+        let sid = warden_tests::session(&c, ws.path(), "default").await;
+        let run = c
+            .runs()
+            .create_run(pb::CreateRunRequest {
+                session_id: sid.clone(),
+                task: "t".into(),
+                model: "script:x".into(),
+                run_id: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let r = warden_tests::exec(
+            &c,
+            pb::ExecRequest {
+                session_id: sid.clone(),
+                command: "echo v1 > tracked.txt".into(),
+                approve: true,
+                run_id: run.id.clone(),
+                step_id: format!("{}-1", run.id),
+                tool_call_id: "c1".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.exit().code, 0);
+        assert!(
+            !r.exit().post_checkpoint_id.is_empty(),
+            "the step was not checkpointed"
+        );
+        // The same tool call id is never executed twice.
+        let again = warden_tests::exec(
+            &c,
+            pb::ExecRequest {
+                session_id: sid.clone(),
+                command: "echo v2 >> tracked.txt".into(),
+                approve: true,
+                run_id: run.id.clone(),
+                tool_call_id: "c1".into(),
+                ..Default::default()
+            },
+        )
+        .await;
+        assert_eq!(
+            again.err().map(|s| s.code()),
+            Some(tonic::Code::FailedPrecondition)
+        );
+        // Someone edits the workspace while the run is down.
+        std::fs::write(ws.path().join("tracked.txt"), "edited by hand\n").unwrap();
+        let plan = c
+            .runs()
+            .resume(pb::ResumeRequest {
+                run_id: run.id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!plan.checkpoint_id.is_empty());
+        assert!(
+            plan.drifted.iter().any(|p| p.contains("tracked.txt")),
+            "{:?}",
+            plan.drifted
+        );
+        assert!(plan.note.contains("tracked.txt"));
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("tracked.txt")).unwrap(),
+            "edited by hand\n"
+        );
+        let step = plan.steps.iter().find(|s| s.tool_call_id == "c1").unwrap();
+        assert_eq!(
+            (step.journal.as_str(), step.action.as_str()),
+            ("completed", "done")
+        );
+    });
+}
