@@ -774,3 +774,128 @@ fn every_tool_step_of_an_agent_run_is_in_the_audit_log() {
     );
     assert_eq!(d.run(&["audit", "verify"]).status.code(), Some(0));
 }
+
+#[test]
+fn checkpoints_anchor_the_chain_and_rollbacks_are_recorded() {
+    let mut d = Daemon::start();
+    let ws = workspace();
+    let rt = rt();
+    let (sid, anchored) = rt.block_on(async {
+        let c = d.client().await;
+        let sid = session(&c, ws.path(), "default").await;
+        for cmd in ["echo one > a.txt", "echo two > a.txt"] {
+            let mut req = exec_req(&sid, cmd, "");
+            req.approve = true;
+            assert!(
+                !finish(c.exec_client().exec(req).await.unwrap().into_inner())
+                    .await
+                    .refused
+            );
+        }
+        let cps = c
+            .checkpoints()
+            .list_checkpoints(pb::ListCheckpointsRequest {
+                session_id: sid.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .checkpoints;
+        assert!(cps.len() >= 2, "{cps:?}");
+        assert!(
+            cps.iter()
+                .all(|cp| cp.audit_seq > 0 && cp.audit_head.len() == 64),
+            "{cps:?}"
+        );
+        // Roll back to the first exec's post-checkpoint: recorded.
+        let first_post = cps
+            .iter()
+            .filter(|cp| cp.kind == "post")
+            .min_by_key(|cp| cp.created_at_ms)
+            .unwrap();
+        c.checkpoints()
+            .rollback(pb::RollbackRequest {
+                checkpoint_id: first_post.id.clone(),
+                files: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+            "one\n"
+        );
+        let recs = audit(&c, &sid).await;
+        let rb = recs
+            .iter()
+            .find(|r| r.action == "rollback")
+            .expect("rollback recorded");
+        assert!(
+            rb.detail_json.contains(&first_post.id),
+            "{}",
+            rb.detail_json
+        );
+        (sid, cps.iter().map(|cp| cp.audit_seq).max().unwrap())
+    });
+    let _ = sid;
+    d.terminate();
+    // Rewrite a record below the newest anchor, re-chain every later record
+    // so the chain is self-consistent, and remove the head file: only the
+    // checkpoints still know the old chain.
+    let db = rusqlite::Connection::open(d.state_dir.join("warden.db")).unwrap();
+    db.execute_batch("DROP TRIGGER audit_log_no_update; DROP TRIGGER audit_log_no_delete;")
+        .unwrap();
+    let mut recs: Vec<warden_daemon::approval::AuditRecord> = {
+        let mut st = db
+            .prepare("SELECT seq, time_ms, session_id, run_id, step_id, actor, action, detail_json, layer, prev_hash, hash FROM audit_log ORDER BY seq")
+            .unwrap();
+        st.query_map([], |r| {
+            Ok(warden_daemon::approval::AuditRecord {
+                seq: r.get::<_, i64>(0)? as u64,
+                time_ms: r.get(1)?,
+                session_id: r.get(2)?,
+                run_id: r.get(3)?,
+                step_id: r.get(4)?,
+                actor: r.get(5)?,
+                action: r.get(6)?,
+                detail_json: r.get(7)?,
+                layer: r.get(8)?,
+                prev_hash: r.get(9)?,
+                hash: r.get(10)?,
+            })
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    };
+    let victim = (anchored as usize).saturating_sub(3).max(1);
+    recs[victim - 1].detail_json = r#"{"command":"nothing happened"}"#.into();
+    for i in victim - 1..recs.len() {
+        if i > 0 {
+            recs[i].prev_hash = recs[i - 1].hash.clone();
+        }
+        recs[i].hash = recs[i].compute_hash();
+        db.execute(
+            "UPDATE audit_log SET detail_json = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
+            rusqlite::params![
+                recs[i].detail_json,
+                recs[i].prev_hash,
+                recs[i].hash,
+                recs[i].seq as i64
+            ],
+        )
+        .unwrap();
+    }
+    drop(db);
+    std::fs::remove_file(d.state_dir.join("audit.head")).unwrap();
+    d.restart();
+    let out = d.run(&["audit", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["kind"], "anchor_mismatch", "{report}");
+    assert!(
+        report["first_broken_seq"].as_u64().unwrap() >= victim as u64,
+        "{report}"
+    );
+}

@@ -310,11 +310,77 @@ impl SessionManager {
             .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
     }
 
-    /// Verifies the whole chain (root and the daemon's own uid only).
+    /// Verifies the whole chain (root and the daemon's own uid only),
+    /// with the audit heads kept in checkpoints as anchors: a chain
+    /// rewritten or cut below a checkpoint's head is caught even when the
+    /// head file was rewritten too.
     pub fn verify_audit(&self, peer: Peer) -> Result<VerifyReport, SessionError> {
         self.check_audit_reader(peer)?;
+        let anchors: Vec<crate::approval::Head> = self
+            .checkpoints
+            .list(&crate::checkpoint::CheckpointFilter {
+                limit: 100_000,
+                ..Default::default()
+            })?
+            .into_iter()
+            .filter_map(|c| match (c.audit_seq, c.audit_head) {
+                (Some(seq), Some(hash)) if seq > 0 => Some(crate::approval::Head { seq, hash }),
+                _ => None,
+            })
+            .collect();
         self.audit()
-            .verify()
+            .verify_with_anchors(&anchors)
+            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
+    }
+
+    /// `meta` with the audit chain's current head, which each checkpoint
+    /// keeps (so a cut-off tail is caught even without the head file).
+    pub(super) fn with_audit_head(
+        &self,
+        meta: &crate::checkpoint::CheckpointMeta,
+    ) -> crate::checkpoint::CheckpointMeta {
+        let head = self.audit().head();
+        let mut m = meta.clone();
+        m.audit_seq = Some(head.seq);
+        m.audit_head = Some(head.hash);
+        m
+    }
+
+    /// Records a rollback (`rollback`): the checkpoint rolled back to, the
+    /// new one, what was restored and what could not be, external effects
+    /// left in place. Errors: Internal when the audit log cannot be written
+    /// (the rollback is done; the caller reports the failure).
+    pub(super) fn audit_rollback(
+        &self,
+        peer: Peer,
+        target: &crate::checkpoint::Checkpoint,
+        opts: &crate::checkpoint::RollbackOptions,
+        report: &crate::checkpoint::RollbackReport,
+    ) -> Result<(), SessionError> {
+        self.audit()
+            .append(NewRecord {
+                session_id: &target.session_id,
+                run_id: &target.run_id,
+                step_id: &target.step_id,
+                actor: &Actor::Peer(peer.uid),
+                action: actions::ROLLBACK,
+                detail: serde_json::json!({
+                    "target_checkpoint": report.target_id,
+                    "checkpoint_id": report.checkpoint_id,
+                    "files": opts.files,
+                    "conversation": opts.conversation,
+                    "include_git": opts.include_git,
+                    "force": opts.force,
+                    "restored": report.restored.iter().map(|c| serde_json::json!({
+                        "path": c.path, "kind": c.kind.as_str(), "old_hash": c.old_hash, "new_hash": c.new_hash,
+                    })).collect::<Vec<_>>(),
+                    "not_restored": report.not_restored,
+                    "external_effects": report.external_effects.iter().map(|e| &e.step_id).collect::<Vec<_>>(),
+                    "archived_branch_id": report.archived_branch_id,
+                }),
+                layer: Layer::Daemon,
+            })
+            .map(|_| ())
             .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
     }
 

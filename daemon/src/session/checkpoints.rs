@@ -61,6 +61,7 @@ impl SessionManager {
         if !settings.enabled {
             return Ok(None);
         }
+        let meta = &self.with_audit_head(meta);
         Ok(Some(self.checkpoints.pre_step(
             &session.workspace,
             settings,
@@ -80,6 +81,7 @@ impl SessionManager {
         if !settings.enabled {
             return Ok(None);
         }
+        let meta = &self.with_audit_head(meta);
         Ok(Some(self.checkpoints.post_step(
             &session.workspace,
             settings,
@@ -170,7 +172,9 @@ impl SessionManager {
         opts: &RollbackOptions,
     ) -> Result<RollbackReport, SessionError> {
         let cp = self.owned_checkpoint(peer, id)?;
-        Ok(self.checkpoints.rollback(&cp.id, opts)?)
+        let report = self.checkpoints.rollback(&cp.id, opts)?;
+        self.audit_rollback(peer, &cp, opts, &report)?;
+        Ok(report)
     }
 
     /// Retention over every workspace, with the default policy's
