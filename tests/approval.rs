@@ -848,26 +848,15 @@ fn checkpoints_anchor_the_chain_and_rollbacks_are_recorded() {
         .unwrap();
     let mut recs: Vec<warden_daemon::approval::AuditRecord> = {
         let mut st = db
-            .prepare("SELECT seq, time_ms, session_id, run_id, step_id, actor, action, detail_json, layer, prev_hash, hash FROM audit_log ORDER BY seq")
+            .prepare(&format!(
+                "SELECT {} FROM audit_log ORDER BY seq",
+                warden_daemon::approval::AUDIT_COLUMNS
+            ))
             .unwrap();
-        st.query_map([], |r| {
-            Ok(warden_daemon::approval::AuditRecord {
-                seq: r.get::<_, i64>(0)? as u64,
-                time_ms: r.get(1)?,
-                session_id: r.get(2)?,
-                run_id: r.get(3)?,
-                step_id: r.get(4)?,
-                actor: r.get(5)?,
-                action: r.get(6)?,
-                detail_json: r.get(7)?,
-                layer: r.get(8)?,
-                prev_hash: r.get(9)?,
-                hash: r.get(10)?,
-            })
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+        st.query_map([], warden_daemon::approval::AuditRecord::from_row)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
     };
     let victim = (anchored as usize).saturating_sub(3).max(1);
     recs[victim - 1].detail_json = r#"{"command":"nothing happened"}"#.into();

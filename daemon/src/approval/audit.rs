@@ -246,8 +246,18 @@ CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
 BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 "#;
 
-const COLUMNS: &str =
+/// The `audit_log` columns in the order [`AuditRecord::from_row`] reads
+/// them (`SELECT {AUDIT_COLUMNS} FROM audit_log`), for offline tools.
+pub const AUDIT_COLUMNS: &str =
     "seq, time_ms, session_id, run_id, step_id, actor, action, detail_json, layer, prev_hash, hash";
+const COLUMNS: &str = AUDIT_COLUMNS;
+
+impl AuditRecord {
+    /// Reads a row selected with [`AUDIT_COLUMNS`].
+    pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+        row_to_record(r)
+    }
+}
 
 fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
     Ok(AuditRecord {

@@ -21,7 +21,7 @@ mod store;
 
 pub use audit::{
     actions, verify_chain, AuditError, AuditLog, AuditRecord, BreakKind, Head, NewRecord,
-    VerifyReport, GENESIS_HASH, HEAD_FILE,
+    VerifyReport, AUDIT_COLUMNS, GENESIS_HASH, HEAD_FILE,
 };
 pub use layer::{Actor, Layer};
 pub use preview::{Preview, RequestKey};
