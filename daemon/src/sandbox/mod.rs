@@ -208,7 +208,7 @@ impl Enforcement {
 }
 
 /// One command to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpawnRequest {
     /// Program and arguments; `argv[0]` is resolved through `PATH` in `env`.
     pub argv: Vec<String>,
@@ -489,15 +489,7 @@ impl Spawner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let wire = WireRequest {
-            argv: req.argv,
-            env: req.env,
-            workspace: req.workspace,
-            cwd: req.cwd,
-            profile: req.profile,
-            settings: req.settings,
-            hidden,
-        };
+        let wire = WireRequest { spawn: req, hidden };
         // If this future is dropped before the helper answers, the command
         // must not run unattended.
         let mut guard = CancelGuard {

@@ -121,7 +121,9 @@ fn depth(p: &Path) -> usize {
 impl Plan {
     /// Checks `req` and prepares it. Errors: `Refused` for input that must
     /// not run (bad paths, hidden paths), `Setup` for host trouble.
-    pub(crate) fn new(req: &WireRequest, host: &HostFacts) -> Result<Plan, WireError> {
+    pub(crate) fn new(wire: &WireRequest, host: &HostFacts) -> Result<Plan, WireError> {
+        let req = &wire.spawn;
+        let hidden = &wire.hidden;
         req.settings
             .validate()
             .map_err(|e| refused(e.to_string()))?;
@@ -155,7 +157,7 @@ impl Plan {
                 ws.display()
             )));
         }
-        for h in &req.hidden {
+        for h in hidden {
             if overlaps(ws, h) {
                 return Err(refused(format!(
                     "workspace {} overlaps hidden path {}",
@@ -187,7 +189,7 @@ impl Plan {
                            visible: &mut Vec<PathBuf>,
                            rules: &mut Rules|
          -> Result<(), WireError> {
-            for h in &req.hidden {
+            for h in hidden {
                 if p.starts_with(h) {
                     return Err(refused(format!(
                         "read-only path {} lies inside hidden path {}",
@@ -225,7 +227,7 @@ impl Plan {
             bound_sources.push(p.to_path_buf());
             // A hidden path inside the bound tree (a state dir under /opt)
             // is covered by an empty read-only mount.
-            for h in &req.hidden {
+            for h in hidden {
                 if h.starts_with(p) && h != p {
                     if let Ok(hm) = std::fs::symlink_metadata(h) {
                         ops.push(Op::Mask {
@@ -464,15 +466,17 @@ mod tests {
 
     fn req(ws: &Path, profile: Profile) -> WireRequest {
         WireRequest {
-            argv: vec!["true".into()],
-            env: vec![(
-                "PATH".into(),
-                format!("/usr/bin:/nonexistent/bin:relative:{}/bin", ws.display()),
-            )],
-            workspace: ws.to_path_buf(),
-            cwd: ws.to_path_buf(),
-            profile,
-            settings: SandboxSettings::default(),
+            spawn: crate::sandbox::SpawnRequest {
+                argv: vec!["true".into()],
+                env: vec![(
+                    "PATH".into(),
+                    format!("/usr/bin:/nonexistent/bin:relative:{}/bin", ws.display()),
+                )],
+                workspace: ws.to_path_buf(),
+                cwd: ws.to_path_buf(),
+                profile,
+                settings: SandboxSettings::default(),
+            },
             hidden: vec!["/run".into()],
         }
     }
@@ -541,13 +545,13 @@ mod tests {
             Err(WireError::Refused(_))
         ));
         let mut r = req(&p, Profile::Write);
-        r.settings.read_only_paths = vec!["/run/user".into()];
+        r.spawn.settings.read_only_paths = vec!["/run/user".into()];
         assert!(matches!(
             Plan::new(&r, &host(home.path())),
             Err(WireError::Refused(_))
         ));
         let mut r = req(&p, Profile::Write);
-        r.env.push(("A=B".into(), "c".into()));
+        r.spawn.env.push(("A=B".into(), "c".into()));
         assert!(matches!(
             Plan::new(&r, &host(home.path())),
             Err(WireError::Refused(_))

@@ -9,21 +9,16 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
-use super::{Enforcement, Profile, SandboxSettings};
+use super::{Enforcement, SpawnRequest};
 
 /// Largest frame either side accepts, bytes.
 pub(crate) const MAX_FRAME: usize = 16 << 20;
 
-/// One command, as the helper receives it.
+/// One command, as the helper receives it: the caller's request plus the
+/// host paths that must never be visible (state dir, runtime dir).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct WireRequest {
-    pub argv: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub workspace: PathBuf,
-    pub cwd: PathBuf,
-    pub profile: Profile,
-    pub settings: SandboxSettings,
-    /// Host paths that must never be visible (state dir, runtime dir).
+    pub spawn: SpawnRequest,
     pub hidden: Vec<PathBuf>,
 }
 
