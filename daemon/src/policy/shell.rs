@@ -716,6 +716,23 @@ impl<'c> Analyzer<'c> {
                     dests.push(self.word(src, child, depth + 1));
                 }
                 let dest = dests.first().cloned().unwrap_or_default();
+                // bash opens a socket for /dev/tcp/HOST/PORT and /dev/udp/HOST/PORT.
+                if let Some(rest) = dest
+                    .text
+                    .strip_prefix("/dev/tcp/")
+                    .or_else(|| dest.text.strip_prefix("/dev/udp/"))
+                {
+                    let host = rest.split('/').next().unwrap_or("").to_ascii_lowercase();
+                    let mut v = super::commands::Verdict::default();
+                    v.raise(
+                        Tier::Network,
+                        format!("{op} {}: bash opens a network socket", dest.text),
+                    );
+                    if !host.is_empty() {
+                        v.hosts.push(host);
+                    }
+                    return self.push_verdict(vec![op.to_string(), dest.text.clone()], v);
+                }
                 let is_fd = !dest.dynamic
                     && (dest.text == "-"
                         || dest.text.chars().all(|c| c.is_ascii_digit()) && !dest.text.is_empty());
