@@ -299,13 +299,30 @@ impl Dispatcher<'_> {
                             decision: decision as i32,
                             scope: scope as i32,
                             prefix: vec![],
-                            reason: match verdict {
+                            reason: match verdict.clone() {
                                 Verdict::Refuse(why) => why,
                                 _ => "granted by the agent's approver".into(),
                             },
                         };
-                        if let Err(s) = self.client.approvals().approve(r).await {
+                        if let Err(s) = self.client.approvals().approve(r.clone()).await {
+                            // A session grant the daemon refuses (no safe
+                            // prefix, e.g. a compound command) falls back to
+                            // a once-grant, so the call never waits out the
+                            // expiry; anything else is answered as denied.
                             tracing::warn!("approve {}: {}", a.id, s.message());
+                            let fallback = if verdict == Verdict::Session {
+                                pb::ApproveRequest {
+                                    scope: pb::GrantScope::Once as i32,
+                                    ..r
+                                }
+                            } else {
+                                pb::ApproveRequest {
+                                    decision: pb::Decision::Deny as i32,
+                                    scope: pb::GrantScope::Once as i32,
+                                    ..r
+                                }
+                            };
+                            let _ = self.client.approvals().approve(fallback).await;
                         }
                     }
                     Some(Event::Stdout(c)) => stdout.extend_from_slice(&c.data),

@@ -170,7 +170,16 @@ impl SessionManager {
         let actor = Actor::Peer(peer.uid);
         let redactor = self.redactor(session);
         let ctx = call_ctx(p, &actor, &redactor);
-        let preview = Preview::exec(classification.clone(), cwd_rel, &session.policy.hash);
+        let mut preview = Preview::exec(classification.clone(), cwd_rel, &session.policy.hash);
+        // What is shown and stored passes the redactor; the request hash
+        // (computed above from the exact command) is unchanged.
+        preview.summary = redactor.redact(&preview.summary).0;
+        preview.classification.command = redactor.redact(&preview.classification.command).0;
+        for part in &mut preview.classification.parts {
+            for a in &mut part.argv {
+                *a = redactor.redact(a).0;
+            }
+        }
         let mut gate = self.approvals.decide(&ctx, &preview, p.approve)?;
         if let Gate::Ask(req) = &gate {
             let id = req.id.clone();
