@@ -323,6 +323,23 @@ fn non_idmappable_workspace_is_refused(h: &H) {
     }
 }
 
+/// Network tiers can read the resolver configuration, also when
+/// /etc/resolv.conf links into /run (systemd-resolved).
+fn network_profile_sees_resolver(h: &H) {
+    let ws = h.workspace();
+    let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let o = h.sh(ws.path(), Profile::Network, "cat /etc/resolv.conf");
+    o.assert_ok("resolv.conf");
+    assert_eq!(o.stdout, host);
+    // Nothing else of /run comes with it.
+    let o = h.sh(
+        ws.path(),
+        Profile::Network,
+        "ls /run 2>/dev/null | grep -v '^systemd$' | wc -l",
+    );
+    assert_eq!(o.stdout.trim(), "0", "{}", o.stdout);
+}
+
 fn main() {
     main_with(&[
         ("basics", basics),
@@ -341,6 +358,10 @@ fn main() {
         (
             "network_profile_reaches_host_loopback",
             network_profile_reaches_host_loopback,
+        ),
+        (
+            "network_profile_sees_resolver",
+            network_profile_sees_resolver,
         ),
         ("worktree_style_git_file", worktree_style_git_file),
         ("bad_requests_are_refused", bad_requests_are_refused),

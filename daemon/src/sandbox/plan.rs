@@ -251,6 +251,28 @@ impl Plan {
         }
         drop(bind_ro);
 
+        // Tiers with the host's network need its resolver configuration: on
+        // systemd-resolved hosts /etc/resolv.conf links into /run, which is
+        // otherwise invisible. Bind that one file, read-only, at its path.
+        if !matches!(req.profile, Profile::SafeRead | Profile::Write) {
+            let rc = Path::new("/etc/resolv.conf");
+            let is_link = std::fs::symlink_metadata(rc)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false);
+            if let (true, Ok(target)) = (is_link, std::fs::canonicalize(rc)) {
+                if target.is_file() && !visible.iter().any(|v| target.starts_with(v)) {
+                    ops.push(Op::Bind {
+                        src: target.clone(),
+                        dst: target.clone(),
+                        file: true,
+                        readonly: true,
+                        device: false,
+                    });
+                    rules.read.push(target);
+                }
+            }
+        }
+
         // Private scratch space and home.
         for (d, mode) in [("/tmp", 0o1777), ("/var/tmp", 0o1777), ("/dev/shm", 0o1777)] {
             ops.push(Op::Tmpfs {
