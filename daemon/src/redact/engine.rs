@@ -35,6 +35,9 @@ pub(crate) struct Hit {
     pub open_block: bool,
 }
 
+/// Values at least this long (bytes) are not re-read for names inside them.
+const LONG_VALUE: usize = 128;
+
 /// Marker prefix searched for existing markers.
 pub(crate) const MARKER_PREFIX: &str = "[REDACTED:";
 
@@ -276,13 +279,22 @@ impl Engine {
         }
         keyed_hits.sort_unstable();
         let mut last_key = (usize::MAX, usize::MAX);
+        let mut long_value_end = 0;
         for pos in keyed_hits {
+            if pos < long_value_end {
+                continue; // inside a long value already read
+            }
             let span = keyed::key_span(text, pos);
             if span == last_key {
                 continue;
             }
             last_key = span;
-            if let Some(k) = keyed::parse_at(text, span.0, span.1) {
+            let mut scanned = 0;
+            let found = keyed::parse_at(text, span.0, span.1, &mut scanned);
+            if scanned >= span.1 + LONG_VALUE {
+                long_value_end = scanned;
+            }
+            if let Some(k) = found {
                 hits.push(Hit {
                     ctx_start: k.ctx_start,
                     start: k.start,
@@ -305,8 +317,14 @@ impl Engine {
                 });
             }
         }
+        let mut doc_end = 0;
         for pos in k8s_hits {
-            for (s, e) in k8s::scan_at(text, pos) {
+            if pos < doc_end {
+                continue; // that document was scanned whole
+            }
+            let (values, end) = k8s::scan_at(text, pos);
+            doc_end = end;
+            for (s, e) in values {
                 hits.push(Hit {
                     ctx_start: s.min(pos),
                     start: s,

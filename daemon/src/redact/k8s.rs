@@ -12,13 +12,19 @@ const MAX_DOC: usize = 256 * 1024;
 const MIN_B64: usize = 12;
 
 /// `(start, end)` ranges of secret values in the manifest document holding
-/// a `kind:` hit at `pos`, if that document is a `Secret`.
-pub(crate) fn scan_at(t: &[u8], pos: usize) -> Vec<(usize, usize)> {
+/// a `kind:` hit at `pos`, if that document is a `Secret`; and the end of
+/// the document scanned (later hits before it need no scan).
+pub(crate) fn scan_at(t: &[u8], pos: usize) -> (Vec<(usize, usize)>, usize) {
     let mut out = Vec::new();
     if !kind_is_secret(t, pos) {
-        return out;
+        return (out, 0);
     }
     let (ds, de) = document(t, pos);
+    scan_document(t, ds, de, &mut out);
+    (out, de)
+}
+
+fn scan_document(t: &[u8], ds: usize, de: usize, out: &mut Vec<(usize, usize)>) {
     let lines = split_lines(t, ds, de);
     let mut i = 0;
     while i < lines.len() {
@@ -64,7 +70,7 @@ pub(crate) fn scan_at(t: &[u8], pos: usize) -> Vec<(usize, usize)> {
                     be = le3;
                     i += 1;
                 }
-                push_value(t, bs, be, string_data, &mut out);
+                push_value(t, bs, be, string_data, out);
                 continue;
             }
             let (mut qs, mut qe) = (vs, ve);
@@ -72,10 +78,9 @@ pub(crate) fn scan_at(t: &[u8], pos: usize) -> Vec<(usize, usize)> {
                 qs += 1;
                 qe -= 1;
             }
-            push_value(t, qs, qe, string_data, &mut out);
+            push_value(t, qs, qe, string_data, out);
         }
     }
-    out
 }
 
 fn push_value(t: &[u8], s: usize, e: usize, string_data: bool, out: &mut Vec<(usize, usize)>) {
@@ -196,6 +201,7 @@ mod tests {
     fn values(doc: &str) -> Vec<String> {
         let pos = doc.find("kind:").unwrap();
         scan_at(doc.as_bytes(), pos)
+            .0
             .into_iter()
             .map(|(s, e)| doc[s..e].to_string())
             .collect()

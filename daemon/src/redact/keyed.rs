@@ -1109,7 +1109,11 @@ fn operator_follows(text: &[u8], ke: usize) -> bool {
 }
 
 /// Parses `name <op> value` with the name at `[ks, ke)`.
-pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize) -> Option<KeyedHit> {
+///
+/// `scanned` is set to the end of the value read, when one was read, so
+/// that the caller can skip names inside a long value it already read
+/// (keeping the scan linear on inputs like `key=key=key=...`).
+pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize, scanned: &mut usize) -> Option<KeyedHit> {
     if ke <= ks || ke - ks > 128 {
         return None;
     }
@@ -1302,6 +1306,7 @@ pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize) -> Option<KeyedHit> {
             ve -= 1;
         }
     }
+    *scanned = ve;
     let value = &text[vs..ve];
     if value.is_empty() || is_placeholder(value) {
         return None;
@@ -1383,7 +1388,7 @@ mod tests {
             while let Some(i) = lower[from..].find(trig) {
                 let pos = from + i;
                 let (ks, ke) = key_span(t, pos);
-                if let Some(h) = parse_at(t, ks, ke) {
+                if let Some(h) = parse_at(t, ks, ke, &mut 0) {
                     return Some(text[h.start..h.end].to_string());
                 }
                 from = pos + 1;

@@ -260,3 +260,31 @@ fn session_redactors_share_key_and_memory() {
         Err(RedactError::UnknownMarker { .. })
     ));
 }
+
+#[test]
+fn dense_keywords_stay_linear() {
+    // 1 MiB of `key=key=...` and `token token ...` must not take quadratic time
+    let r = red();
+    for unit in [
+        "key=",
+        "token ",
+        "password:",
+        "://a:b@",
+        "-----BEGIN PRIVATE KEY-----\n",
+        "kind: Secret\ndata:\n",
+    ] {
+        let mut times = Vec::new();
+        for size in [16usize << 10, 64 << 10] {
+            let text = unit.repeat(size / unit.len());
+            let t = std::time::Instant::now();
+            let _ = r.redact(&text);
+            times.push(t.elapsed());
+        }
+        eprintln!("{unit:?}: {times:?}");
+        // 4x the input must not take 16x the time (with slack for noise)
+        assert!(
+            times[1] < times[0] * 10 + std::time::Duration::from_millis(500),
+            "{unit:?}: {times:?}"
+        );
+    }
+}
