@@ -227,7 +227,9 @@ pub(crate) fn entropy(v: &[u8]) -> f32 {
 impl Redactor {
     /// A redactor with the built-in rules and `settings`, a fresh random
     /// marker key, and (if `settings.env_secrets`) the daemon's secret
-    /// environment values as known secrets. Invalid settings do not fail
+    /// environment values as known secrets. The compiled rules are cached
+    /// per settings for the life of the process (the environment is read
+    /// when they are first built). Invalid settings do not fail
     /// open: the redactor then withholds every output (see
     /// [`Redactor::try_new`] to get the error).
     pub fn new(settings: &RedactSettings) -> Redactor {

@@ -237,12 +237,20 @@ fn pii_only_when_enabled() {
 
 #[test]
 fn env_secrets_are_known() {
-    // SAFETY-free: set_var is fine in a single test; name is unique to it
+    // names unique to this test; settings unique to it too, so the compiled
+    // rules are built now (they are cached per settings, env read at build)
     std::env::set_var("WARDEN_REDACT_TEST_API_TOKEN", "plainLookingValue2024");
-    let r = Redactor::new(&RedactSettings::default());
-    let (out, _) = r.redact("echo plainLookingValue2024 done");
+    std::env::set_var("WARDEN_REDACT_TEST_LISTED", "listedValue-77x");
+    let s = RedactSettings {
+        secret_env: vec!["WARDEN_REDACT_TEST_LISTED".into()],
+        ..RedactSettings::default()
+    };
+    let r = Redactor::new(&s);
+    let (out, _) = r.redact("echo plainLookingValue2024 listedValue-77x done");
     assert!(!out.contains("plainLookingValue2024"), "{out}");
+    assert!(!out.contains("listedValue-77x"), "{out}");
     std::env::remove_var("WARDEN_REDACT_TEST_API_TOKEN");
+    std::env::remove_var("WARDEN_REDACT_TEST_LISTED");
 }
 
 #[test]
