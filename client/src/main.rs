@@ -47,6 +47,8 @@ enum Command {
     Classify(cli::classify::ClassifyArgs),
     /// Validate a policy file and run its rule examples (`policy check FILE`).
     Policy(cli::policy::PolicyArgs),
+    /// Show, list or export run traces (OpenTelemetry spans).
+    Trace(cli::trace::TraceArgs),
 }
 
 fn main() {
@@ -85,6 +87,7 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Run(args) => cli::run::run(args, &global).await,
         Command::Demo(args) => cli::demo::run(args, &global).await,
         Command::Fs(args) => cli::fs::run(args, &global).await,
+        Command::Trace(args) => cli::trace::run(args, &global).await,
         Command::Checkpoint(args) => cli::checkpoint::run(args, &global).await,
         Command::Rollback(args) => cli::rollback::run(args, &global).await,
         Command::Gc(args) => cli::gc::run(args, &global).await,

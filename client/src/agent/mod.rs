@@ -15,6 +15,7 @@ pub mod provider;
 pub mod resume;
 pub mod script;
 pub mod tools;
+pub mod trace;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -279,7 +280,10 @@ impl Agent<'_> {
             degraded: vec![],
             history: vec![],
         };
+        let first_step = history.iter().filter(|m| m.role == Role::Assistant).count() as u32;
+        let trace = trace::RunTrace::start(self.client, &self.run_id, &self.session_id, self.provider, &self.config.task, first_step).await;
         let dispatcher = tools::Dispatcher {
+            trace: Some(&trace),
             client: self.client,
             session_id: self.session_id.clone(),
             run_id: self.run_id.clone(),
@@ -326,12 +330,14 @@ impl Agent<'_> {
                 report.degraded.push(d);
             }
             step += 1;
+            trace.chat_start(step, &report.degraded);
             let t = Instant::now();
             let resp = tokio::select! {
                 r = self.provider.complete(&history, &specs) => r,
                 _ = &mut interrupted => break RunOutcome::Interrupted,
                 _ = tokio::time::sleep(left) => break RunOutcome::Stopped(format!("wall clock ({} s) reached", self.config.max_wall.as_secs())),
             };
+            trace.chat_end(&resp);
             let resp = match resp {
                 Ok(r) => r,
                 Err(e) => break RunOutcome::Failed(model_error(&e)),
@@ -435,6 +441,7 @@ impl Agent<'_> {
             }
             self.record(&history, step, &report, provider::Usage::default(), 0)
                 .await;
+            trace.end_step(self.client, &report).await;
             if interrupted_now {
                 break RunOutcome::Interrupted;
             }
@@ -456,6 +463,7 @@ impl Agent<'_> {
                 },
             })
             .await;
+        trace.finish(self.client, &outcome, &report).await;
         obs.event(
             &self.run_id,
             &AgentEvent::RunFinished {

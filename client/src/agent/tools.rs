@@ -176,6 +176,8 @@ pub struct Outcome {
 
 /// Dispatches tool calls of one run to the daemon.
 pub struct Dispatcher<'a> {
+    /// The run's spans: tool calls carry the current step's `traceparent`.
+    pub trace: Option<&'a super::trace::RunTrace>,
     pub client: &'a Client,
     pub session_id: String,
     pub run_id: String,
@@ -214,6 +216,14 @@ pub fn truncate(s: &str, budget: usize) -> String {
 }
 
 impl Dispatcher<'_> {
+    /// `msg` as a request carrying the run's `traceparent`, if traced.
+    fn req<T>(&self, msg: T) -> tonic::Request<T> {
+        match self.trace {
+            Some(t) => t.traced(msg),
+            None => tonic::Request::new(msg),
+        }
+    }
+
     /// Runs one tool call; never fails (errors become the result text).
     pub async fn dispatch(&self, step_id: &str, call: &ToolCall) -> Outcome {
         if let Err(why) = validate(call) {
@@ -259,7 +269,7 @@ impl Dispatcher<'_> {
                 tool_call_id: call.id.clone(),
                 ..Default::default()
             };
-            let mut stream = match self.client.exec_client().exec(req).await {
+            let mut stream = match self.client.exec_client().exec(self.req(req)).await {
                 Ok(s) => s.into_inner(),
                 Err(s) => {
                     return Outcome {
@@ -429,7 +439,7 @@ impl Dispatcher<'_> {
             tier: Some("safe-read".into()),
             ..Default::default()
         };
-        match self.client.files().read_file(req).await {
+        match self.client.files().read_file(self.req(req)).await {
             Ok(r) => {
                 let r = r.into_inner();
                 out.decision = Some("allow".into());
@@ -476,7 +486,7 @@ impl Dispatcher<'_> {
                     tool_call_id: call.id.clone(),
                     ..Default::default()
                 };
-                self.client.files().write_file(req).await.map(|r| {
+                self.client.files().write_file(self.req(req)).await.map(|r| {
                     let r = r.into_inner();
                     (
                         vec![arg_str(a, "path")],
@@ -494,7 +504,7 @@ impl Dispatcher<'_> {
                     step_id: step_id.to_string(),
                     tool_call_id: call.id.clone(),
                 };
-                self.client.files().apply_patch(req).await.map(|r| {
+                self.client.files().apply_patch(self.req(req)).await.map(|r| {
                     let r = r.into_inner();
                     let paths: Vec<String> = r.changes.iter().map(|c| c.path.clone()).collect();
                     let text = format!(
@@ -561,13 +571,16 @@ impl Dispatcher<'_> {
             path: arg_str(&call.arguments, "path"),
             depth: 1,
             limit: 0,
+            run_id: self.run_id.clone(),
+            tool_call_id: call.id.clone(),
+            ..Default::default()
         };
         let mut out = Outcome {
             tier: Some("safe-read".into()),
             decision: Some("allow".into()),
             ..Default::default()
         };
-        out.text = match self.client.files().list_dir(req).await {
+        out.text = match self.client.files().list_dir(self.req(req)).await {
             Ok(r) => {
                 let r = r.into_inner();
                 let mut s: String = r
@@ -593,13 +606,16 @@ impl Dispatcher<'_> {
             path: arg_str(a, "path"),
             case_insensitive: false,
             limit: 0,
+            run_id: self.run_id.clone(),
+            tool_call_id: call.id.clone(),
+            ..Default::default()
         };
         let mut out = Outcome {
             tier: Some("safe-read".into()),
             decision: Some("allow".into()),
             ..Default::default()
         };
-        out.text = match self.client.files().grep(req).await {
+        out.text = match self.client.files().grep(self.req(req)).await {
             Ok(r) => {
                 let r = r.into_inner();
                 let mut s: String = r

@@ -335,6 +335,9 @@ pub async fn run(args: DemoArgs, _global: &GlobalArgs) -> i32 {
     }
     let _ = client.close_session(&session.id).await;
 
+    eprintln!("\ntrace (warden trace show {}):", run.id);
+    crate::cli::trace::print_run_trace(&client, &run.id).await;
+
     eprintln!(
         "\ncheckpoints and audit are kept in {}:",
         state_dir.display()
@@ -346,6 +349,7 @@ pub async fn run(args: DemoArgs, _global: &GlobalArgs) -> i32 {
     );
     eprintln!("    warden checkpoint list --session {}", session.id);
     eprintln!("    warden audit --session {}", session.id);
+    eprintln!("    warden trace show {}", run.id);
     if check.failures.is_empty() {
         eprintln!("\nwarden demo: every step behaved as expected.");
         0

@@ -340,6 +340,7 @@ async fn call(
                     path: path.unwrap_or_default(),
                     depth,
                     limit,
+                    ..Default::default()
                 })
                 .await
             {
@@ -381,6 +382,7 @@ async fn call(
                     path: path.unwrap_or_default(),
                     case_insensitive: ignore_case,
                     limit,
+                    ..Default::default()
                 })
                 .await
             {

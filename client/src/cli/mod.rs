@@ -15,6 +15,7 @@ pub mod policy;
 pub mod redact;
 pub mod rollback;
 pub mod run;
+pub mod trace;
 
 /// Exit code: the command timed out (as timeout(1)).
 pub const EXIT_TIMEOUT: i32 = 124;

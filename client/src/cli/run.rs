@@ -254,7 +254,8 @@ pub fn approver_for(mode: Option<ApproveMode>) -> Box<dyn Approver> {
     }
 }
 
-/// Writes `--artifacts`: summary.json, audit.jsonl, final.diff, trace.jsonl.
+/// Writes `--artifacts`: summary.json, audit.jsonl, final.diff, trace.jsonl
+/// (OTLP/JSON spans, one a line), trace.txt (the span tree).
 /// What the daemon cannot provide is written as a one-line note instead.
 pub async fn write_artifacts(
     client: &crate::Client,
@@ -303,21 +304,18 @@ pub async fn write_artifacts(
         None => "# no checkpoints were taken in this run\n".to_string(),
     };
     std::fs::write(dir.join("final.diff"), diff)?;
-    let trace = match client.traces().get_trace(pb::GetTraceRequest { run_id: r.run_id.clone() }).await {
-        Ok(t) => t
-            .into_inner()
-            .spans
-            .iter()
-            .map(|s| {
-                serde_json::json!({"trace_id": s.trace_id, "span_id": s.span_id, "parent_span_id": s.parent_span_id, "name": s.name,
-                    "start_time_unix_nano": s.start_time_unix_nano, "end_time_unix_nano": s.end_time_unix_nano,
-                    "attributes": s.attributes, "status": s.status})
-                .to_string()
-                    + "\n"
-            })
-            .collect(),
-        Err(s) => format!("# trace unavailable: {}\n", s.message()),
+    // The run's spans as OTLP/JSON lines, and the tree a person reads.
+    let (trace, tree) = match crate::cli::trace::fetch(client, &r.run_id).await {
+        Ok(spans) => (
+            crate::cli::trace::jsonl(&spans),
+            crate::cli::trace::render(&r.run_id, &spans, false),
+        ),
+        Err(s) => {
+            let note = format!("# trace unavailable: {}\n", s.message());
+            (note.clone(), note)
+        }
     };
+    std::fs::write(dir.join("trace.txt"), tree)?;
     std::fs::write(dir.join("trace.jsonl"), trace)?;
     Ok(())
 }
@@ -408,6 +406,7 @@ async fn resume(args: RunArgs, run_id: String, global: &GlobalArgs) -> i32 {
     }
     let approver = approver_for(args.approve);
     let dispatcher = crate::agent::tools::Dispatcher {
+        trace: None,
         client: &client,
         session_id: run.session_id.clone(),
         run_id: run_id.clone(),

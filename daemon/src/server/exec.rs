@@ -139,6 +139,7 @@ impl Exec for ExecService {
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<Self::ExecStream>, Status> {
         let peer = peer(&req)?;
+        let parent = crate::telemetry::parent_from_metadata(req.metadata());
         let r = req.into_inner();
         let params = ExecParams {
             session_id: r.session_id,
@@ -151,11 +152,26 @@ impl Exec for ExecService {
             tool_call_id: r.tool_call_id,
             output_limit_bytes: r.output_limit_bytes,
         };
+        let mut span = super::traces::tool_span(
+            &self.mgr,
+            peer,
+            "shell",
+            &params.session_id,
+            &params.run_id,
+            &params.step_id,
+            &params.tool_call_id,
+            parent,
+        );
+        span.set(crate::telemetry::names::COMMAND, params.command.as_str());
         // Schema errors and unknown sessions are statuses, before the stream.
-        self.mgr.validate_exec(peer, &params).map_err(status)?;
-        self.mgr
-            .open_session_for(&params.session_id, peer)
-            .map_err(status)?;
+        let checked = self.mgr.validate_exec(peer, &params).and_then(|_| {
+            self.mgr
+                .open_session_for(&params.session_id, peer)
+                .map(|_| ())
+        });
+        if let Err(e) = checked {
+            return span.done(Err(status(e)));
+        }
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ExecEvent, Status>>(64);
         let mgr = self.mgr.clone();
@@ -168,7 +184,7 @@ impl Exec for ExecService {
                     r = &mut run, if !done => {
                         done = true;
                         if let Err(e) = r {
-                            let _ = out_tx.send(Err(status(e))).await;
+                            let _ = out_tx.send(Err(span.fail(status(e)))).await;
                         }
                     }
                     // The client went away while nothing was being sent
@@ -177,6 +193,7 @@ impl Exec for ExecService {
                     _ = out_tx.closed() => break,
                     ev = rx.recv() => match ev {
                         Some(ev) => {
+                            span.exec_event(&ev);
                             if out_tx.send(Ok(event_to_proto(ev))).await.is_err() {
                                 // The client went away: dropping rx makes the
                                 // pipeline see tx.closed() and kill the command.
@@ -192,6 +209,7 @@ impl Exec for ExecService {
             if !done {
                 let _ = run.await;
             }
+            span.finish();
         });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(out_rx),

@@ -16,7 +16,7 @@ mod listen;
 mod policy;
 mod runs;
 mod sessions;
-mod stubs;
+mod traces;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -300,8 +300,11 @@ fn services(
         mgr.clone(),
     )));
     routes = routes.add_service(
-        files_server::FilesServer::new(files::FilesService::new(mgr.clone()))
-            .max_decoding_message_size(files::MAX_REQUEST_BYTES),
+        files_server::FilesServer::new(traces::TracedFiles::new(
+            files::FilesService::new(mgr.clone()),
+            mgr.clone(),
+        ))
+        .max_decoding_message_size(files::MAX_REQUEST_BYTES),
     );
     routes = routes.add_service(approvals_server::ApprovalsServer::new(
         approvals::ApprovalsService::new(mgr.clone()),
@@ -312,7 +315,9 @@ fn services(
     routes = routes.add_service(checkpoints_server::CheckpointsServer::new(
         checkpoints::CheckpointsService::new(mgr.clone()),
     ));
-    routes = stubs::add(routes, mgr);
+    routes = routes.add_service(traces_server::TracesServer::new(
+        traces::TracesService::new(mgr.clone()),
+    ));
     Ok(routes)
 }
 
