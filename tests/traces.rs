@@ -307,6 +307,7 @@ invoke_agent
   step
     chat MODEL
     execute_tool shell [c1]
+      checkpoint_write
     execute_tool read_file [c2]
   step
     chat MODEL
@@ -317,7 +318,7 @@ invoke_agent
     chat MODEL
 "
     .replace("MODEL", &plan.display().to_string());
-    assert_eq!(shape(&spans), expected, "{spans:#?}");
+    assert_eq!(shape(&spans), expected, "actual tree:\n{}", shape(&spans));
     let trace_id = trace_id_for_run(&run_id);
     assert!(spans.iter().all(|s| s.trace_id == trace_id));
     let ids: std::collections::HashSet<_> = spans.iter().map(|s| &s.span_id).collect();
@@ -402,6 +403,10 @@ invoke_agent
     assert_eq!(attr(c1, n::STEP_ID), format!("{run_id}-1"));
     assert!(["full", "partial", "none"].contains(&attr(c1, n::SANDBOX_LANDLOCK).as_str()));
     assert!(c1.get(n::OUTPUT_STDOUT).is_none(), "output is opt-in");
+    let ck = find(&spans, n::SPAN_CHECKPOINT_WRITE, "")[0];
+    assert_eq!(ck.parent_span_id, c1.span_id);
+    assert_eq!(attr(ck, n::CHECKPOINT_KIND), "pre");
+    assert_eq!(attr(c1, n::CHECKPOINT_PRE), attr(ck, n::CHECKPOINT_ID));
     assert_eq!(c1.status, SpanStatus::Ok);
     let c2 = find(&spans, "execute_tool read_file", "c2")[0];
     assert_eq!(attr(c2, n::OUTPUT_BYTES), "6");
