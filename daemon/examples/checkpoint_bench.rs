@@ -21,7 +21,7 @@
 //! -A; write-tier exec <= 2.5x git status. This is a benchmark, not a test:
 //! it prints, it asserts nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -126,7 +126,9 @@ fn main() {
         let (t, _) = time(|| sh(&ws, "git add -A && git write-tree"));
         git_add.push(t);
         if i + 1 == runs {
-            sh(&ws, "git commit -qm base");
+            // Pack the objects, as in a real repository (50k loose objects
+            // would double the files a snapshot of `.git/` sees).
+            sh(&ws, "git commit -qm base && git gc -q");
         }
     }
     // The .git dir is now part of the tree both tools see.
@@ -138,13 +140,10 @@ fn main() {
 
     // Warden: first full snapshot recorded (fresh state dir each run).
     let mut first = Vec::new();
-    let mut state = PathBuf::new();
+    let state = tmp.path().join("state");
     for _ in 0..runs {
-        let s = tempfile::Builder::new()
-            .prefix("cpbench-state-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        state = s.keep();
+        let _ = std::fs::remove_dir_all(&state);
+        std::fs::create_dir(&state).unwrap();
         let store = CheckpointStore::open(&state, Db::open(&state).unwrap()).unwrap();
         let (t, r) = time(|| store.pre_step(&ws, &settings, &meta()).unwrap());
         assert!(r.entry_count as usize >= files);
@@ -206,7 +205,6 @@ fn main() {
     if with_exec {
         exec_bench(&ws, gs, runs);
     }
-    let _ = std::fs::remove_dir_all(&state);
 }
 
 fn exec_bench(ws: &Path, git_status: Duration, runs: usize) {
