@@ -89,6 +89,16 @@ fn attr(s: &SpanRecord, k: &str) -> Option<String> {
     s.get_str(k).filter(|v| !v.is_empty())
 }
 
+/// The last `n` characters of an id (UUIDv7 ids share their time prefix).
+fn tail(v: &str, n: usize) -> String {
+    let c: Vec<char> = v.chars().collect();
+    if c.len() <= n {
+        v.to_string()
+    } else {
+        format!("…{}", c[c.len() - n..].iter().collect::<String>())
+    }
+}
+
 fn short(v: &str, max: usize) -> String {
     let v = v.replace('\n', " ");
     if v.chars().count() <= max {
@@ -128,7 +138,7 @@ fn facts(s: &SpanRecord) -> Vec<String> {
     } else if name == n::SPAN_STEP {
         add(&mut f, s, "#", n::STEP_NUMBER);
         if let (Some(a), Some(b)) = (attr(s, n::CHECKPOINT_PRE), attr(s, n::CHECKPOINT_POST)) {
-            f.push(format!("checkpoints {}..{}", short(&a, 8), short(&b, 8)));
+            f.push(format!("checkpoints {} -> {}", tail(&a, 8), tail(&b, 8)));
         }
     } else if name.starts_with(n::SPAN_CHAT_PREFIX) {
         if let (Some(i), Some(o)) = (
@@ -176,12 +186,13 @@ fn facts(s: &SpanRecord) -> Vec<String> {
     } else if name == n::SPAN_CHECKPOINT_WRITE {
         add(&mut f, s, "", n::CHECKPOINT_KIND);
         if let Some(id) = attr(s, n::CHECKPOINT_ID) {
-            f.push(short(&id, 12));
+            f.push(tail(&id, 8));
         }
     } else if name == n::SPAN_RESUME {
         add(&mut f, s, "from=", n::RUN_RESUMED_FROM_STEP);
     }
-    if let SpanStatus::Error(m) = &s.status {
+    // An approval wait's outcome already says why it failed.
+    if let (SpanStatus::Error(m), false) = (&s.status, name == n::SPAN_APPROVAL_WAIT) {
         let kind = attr(s, n::ERROR_TYPE).unwrap_or_else(|| "error".into());
         if !f.iter().any(|x| x == "REFUSED") || kind != n::ERROR_REFUSED {
             f.push(format!("ERROR {kind}: {}", short(m, 60)));
