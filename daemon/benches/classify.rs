@@ -99,7 +99,7 @@ fn main() {
     let peer = measure(&cmds, rounds, |c| {
         sink += parser
             .parse(c, None)
-            .map_or(0, |t| t.root_node().child_count());
+            .map_or(0, |t| t.root_node().child_count() as usize);
     });
     println!(
         "classify corpus: {} commands x {rounds} rounds, one thread",
@@ -113,5 +113,22 @@ fn main() {
         if ours.per_sec >= 50_000.0 { "met" } else { "NOT met" },
         if ours.p99 < Duration::from_micros(100) { "met" } else { "NOT met" },
     );
+    // The slowest commands (one more timed pass), to see where the tail comes from.
+    let mut slow: Vec<(Duration, &String)> = cmds
+        .iter()
+        .map(|c| {
+            let t = Instant::now();
+            sink += policy.classify(c, &ctx).parts.len();
+            (t.elapsed(), c)
+        })
+        .collect();
+    slow.sort_by(|a, b| b.0.cmp(&a.0));
+    for (d, c) in slow.iter().take(5) {
+        println!(
+            "slowest: {:>7.1} us  {:?}",
+            d.as_secs_f64() * 1e6,
+            c.chars().take(70).collect::<String>()
+        );
+    }
     std::hint::black_box(sink);
 }
