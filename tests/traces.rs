@@ -506,9 +506,9 @@ invoke_agent
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resumed_run_says_where_it_resumed() {
-    // TODO(#10): once `warden run --resume` lands, drive this through the
-    // CLI and assert the daemon's resume span too. Until then the agent loop
-    // is given a restored history (one completed step) directly.
+    // The agent loop given a restored history (one completed step) without
+    // Runs.Resume (an embedding agent's own resume): the run span still says
+    // where it resumed. `warden_run_resume_...` covers the CLI.
     use warden_client::agent::{self, provider::Message, script::Script, Agent, RunConfig};
     let d = daemon_with_env(&[]);
     let ws = warden_tests::workspace();
@@ -564,15 +564,10 @@ async fn resumed_run_says_where_it_resumed() {
     let report = a.run(history, &mut Quiet).await;
     assert_eq!(report.outcome, agent::RunOutcome::Done);
     let spans = local_trace(&d, &run.id);
-    assert_eq!(
-        shape(&spans),
-        "invoke_agent\n  resume\n  step\n    chat plan\n"
-    );
+    assert_eq!(shape(&spans), "invoke_agent\n  step\n    chat plan\n");
     let root = find(&spans, n::SPAN_INVOKE_AGENT, "")[0];
     let from = format!("{}-1", run.id);
     assert_eq!(attr(root, n::RUN_RESUMED_FROM_STEP), from);
-    let resume = find(&spans, n::SPAN_RESUME, "")[0];
-    assert_eq!(attr(resume, n::RUN_RESUMED_FROM_STEP), from);
     assert_eq!(
         attr(find(&spans, n::SPAN_STEP, "")[0], n::STEP_ID),
         format!("{}-2", run.id)
@@ -730,4 +725,81 @@ async fn export_spans_checks_the_run_and_the_spans() {
         !task.contains(secret) && task.starts_with("use token"),
         "{task}"
     );
+}
+
+#[test]
+fn warden_run_resume_trace_says_where_it_resumed() {
+    use std::io::BufRead;
+    let d = daemon_with_env(&[]);
+    let ws = warden_tests::workspace();
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        tmp.path(),
+        &[
+            serde_json::json!({"content": null, "tool_calls": [
+                {"id": "c1", "name": "shell", "arguments": {"command": "echo one > one.txt"}}]}),
+            serde_json::json!({"content": null, "tool_calls": [
+                {"id": "c2", "name": "shell", "arguments": {"command": "sleep 30; touch two.txt"}}]}),
+            serde_json::json!({"content": "done"}),
+        ],
+    );
+    let mut child = d
+        .warden()
+        .args(["run", "--json", "--approve", "yes", "--model"])
+        .arg(format!("script:{}", plan.display()))
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("two steps")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Interrupt (Ctrl-C) while the second step's command runs.
+    let mut run_id = String::new();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        run_id = v["run_id"].as_str().unwrap().to_string();
+        if v["event"] == "tool_started" && v["step"] == 2 {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(130), "interrupted");
+    let out = d.run(&["run", "--resume", &run_id, "--approve", "yes", "--json"]);
+    assert!(
+        out.status.success(),
+        "resume failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = local_trace(&d, &run_id);
+    let runs = find(&spans, n::SPAN_INVOKE_AGENT, "");
+    assert_eq!(runs.len(), 2, "{}", shape(&spans));
+    let (first, second) = if runs[0].start_unix_nano < runs[1].start_unix_nano {
+        (runs[0], runs[1])
+    } else {
+        (runs[1], runs[0])
+    };
+    assert_eq!(attr(first, n::RUN_OUTCOME), "interrupted");
+    assert!(first.get(n::RUN_RESUMED_FROM_STEP).is_none());
+    assert_eq!(attr(second, n::RUN_OUTCOME), "done");
+    let from = attr(second, n::RUN_RESUMED_FROM_STEP);
+    assert!(!from.is_empty());
+    // The daemon's resume span (Runs.Resume) says the same, once.
+    let resume = find(&spans, n::SPAN_RESUME, "");
+    assert_eq!(resume.len(), 1, "{}", shape(&spans));
+    if let Some(d) = resume[0].get_str(n::RUN_RESUMED_FROM_STEP) {
+        assert_eq!(d, from);
+    }
+    assert!(resume[0].start_unix_nano > first.end_unix_nano);
+    let show = d.run(&["trace", "show", &run_id]);
+    let text = String::from_utf8_lossy(&show.stdout).to_string();
+    assert!(text.contains(&format!("resumed_from={from}")), "{text}");
+    assert!(text.contains("\nresume"), "{text}");
 }

@@ -75,7 +75,9 @@ impl RunTrace {
                 run.set(n::RUN_POLICY, r.policy_name.as_str());
             }
         }
-        let mut done = vec![];
+        // Where a resumed run continues: the run record's step (set by
+        // Runs.Resume, which records the `resume` span in the daemon), else
+        // the last step of the restored history.
         let resumed_from = record
             .as_ref()
             .map(|r| r.resumed_from_step.clone())
@@ -83,14 +85,8 @@ impl RunTrace {
             .or_else(|| (first_step > 0).then(|| format!("{run_id}-{first_step}")));
         if let Some(from) = resumed_from {
             run.set(n::RUN_RESUMED_FROM_STEP, from.as_str());
-            let mut resume = SpanRecord::child_of(n::SPAN_RESUME, &run.context());
-            resume
-                .set(n::RUN_ID, run_id)
-                .set(n::RUN_RESUMED_FROM_STEP, from.as_str())
-                .set(n::STEP_NUMBER, first_step);
-            resume.end();
-            done.push(resume);
         }
+        let done = vec![];
         RunTrace {
             run_id: run_id.to_string(),
             provider: provider.name().to_string(),

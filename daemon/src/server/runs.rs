@@ -123,6 +123,8 @@ impl Runs for RunsService {
         req: Request<pb::ResumeRequest>,
     ) -> Result<Response<pb::ResumePlan>, Status> {
         let peer = peer(&req)?;
+        let parent = crate::telemetry::parent_from_metadata(req.metadata());
+        let started = crate::telemetry::span::now_unix_nano();
         let run_id = req.into_inner().run_id;
         let mgr = self.mgr.clone();
         let plan = tokio::task::spawn_blocking(move || {
@@ -132,6 +134,7 @@ impl Runs for RunsService {
         .await
         .map_err(|e| Status::internal(e.to_string()))?
         .map_err(status)?;
+        super::traces::record_resume(&self.mgr, parent, started, &plan);
         Ok(Response::new(pb::ResumePlan {
             run_id: plan.run_id,
             checkpoint_id: plan.checkpoint_id,

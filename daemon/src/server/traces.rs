@@ -406,3 +406,42 @@ fn checkpoints(t: &mut TracedTool, pre: &str, post: &str) {
         t.set(n::CHECKPOINT_POST, post);
     }
 }
+
+/// Records the `resume` span of a Runs.Resume call (started at `start`,
+/// Unix ns) in the run's trace: from which step the run continues, the
+/// checkpoint it was checked against, drifted paths and steps that need a
+/// decision.
+pub(crate) fn record_resume(
+    mgr: &SessionManager,
+    parent: Option<telemetry::SpanContext>,
+    start: u64,
+    plan: &crate::session::resume::ResumePlan,
+) {
+    use telemetry::names as n;
+    let mut s = match &parent {
+        Some(p) => SpanRecord::child_of(n::SPAN_RESUME, p),
+        None => SpanRecord::start(
+            n::SPAN_RESUME,
+            &telemetry::span::trace_id_for_run(&plan.run_id),
+            None,
+        ),
+    };
+    s.start_unix_nano = start;
+    let decide = plan
+        .steps
+        .iter()
+        .filter(|st| st.action == "needs_decision")
+        .count();
+    if !plan.resume_from_step.is_empty() {
+        s.set(n::RUN_RESUMED_FROM_STEP, plan.resume_from_step.as_str());
+    }
+    if !plan.checkpoint_id.is_empty() {
+        s.set(n::CHECKPOINT_ID, plan.checkpoint_id.as_str());
+    }
+    s.set(n::RUN_ID, plan.run_id.as_str())
+        .set("warden.resume.drifted", plan.drifted.len())
+        .set("warden.resume.needs_decision", decide);
+    s.status = telemetry::SpanStatus::Ok;
+    s.end();
+    telemetry::for_state_dir(mgr.state_dir()).record(&plan.run_id, vec![s]);
+}
