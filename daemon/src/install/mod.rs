@@ -15,6 +15,13 @@
 //!   lock files the command refers to from the workspace (regular files inside
 //!   the root only, size-capped) and lists what they would install in
 //!   [`InstallIntent::requirements`].
+//! - [`guard`]: the classifier's one call: parse (reading the workspace when
+//!   known) and fill [`InstallIntent::hardening`] with the preview of
+//!   [`harden`].
+//! - [`InstallIntent::always_asks`] and
+//!   [`InstallSettings::allows_without_asking`]: the policy inputs (only a
+//!   plain lockfile install in the project may skip asking, and only where
+//!   `[install] allow_lockfile_installs = true`).
 //! - [`harden`]: the argv to run once approved, and what was changed.
 //! - [`lockfile_hashes`]: BLAKE3 of the lock files the install may rewrite,
 //!   for the record before and after.
