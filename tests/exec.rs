@@ -752,3 +752,60 @@ fn redaction_markers_are_stable_and_restored_on_write() {
         assert!(!ws.path().join("other.txt").exists());
     });
 }
+
+/// The `.git/commondir` escape: a write-tier command plants a file that makes
+/// the user's next host `git` read another config and hooks directory (code
+/// execution as the user). Protected paths that do not exist stay absent.
+#[test]
+fn created_protected_paths_are_removed_after_the_command() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws.path())
+        .status()
+        .unwrap();
+    assert!(git.success());
+    // Hidden in a script, so only the sandbox (not the classifier) stands
+    // between the command and the paths.
+    let script = "python3 -c \"import os; os.makedirs('evil/hooks'); open('.git/commondir','w').write('../evil'); \
+                  open('.git/config.worktree','w').write('x'); os.makedirs('.vscode'); open('.vscode/tasks.json','w').write('{}'); \
+                  open('.envrc','w').write('echo pwned'); print('ok')\"";
+    let out = cli_exec(&d, ws.path(), &["--yes", "--", script]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("protected paths stay absent"));
+    for p in [
+        ".git/commondir",
+        ".git/config.worktree",
+        ".vscode",
+        ".envrc",
+    ] {
+        assert!(
+            std::fs::symlink_metadata(ws.path().join(p)).is_err(),
+            "{p} survived"
+        );
+    }
+    // Ordinary work in the same command stays.
+    assert!(ws.path().join("evil/hooks").is_dir());
+    // The file tools refuse them too.
+    let out = d
+        .warden()
+        .args([
+            "fs",
+            "write",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            ".git/commondir",
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!ws.path().join(".git/commondir").exists());
+}

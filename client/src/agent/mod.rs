@@ -281,7 +281,15 @@ impl Agent<'_> {
             history: vec![],
         };
         let first_step = history.iter().filter(|m| m.role == Role::Assistant).count() as u32;
-        let trace = trace::RunTrace::start(self.client, &self.run_id, &self.session_id, self.provider, &self.config.task, first_step).await;
+        let trace = trace::RunTrace::start(
+            self.client,
+            &self.run_id,
+            &self.session_id,
+            self.provider,
+            &self.config.task,
+            first_step,
+        )
+        .await;
         let dispatcher = tools::Dispatcher {
             trace: Some(&trace),
             client: self.client,

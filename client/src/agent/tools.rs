@@ -486,15 +486,19 @@ impl Dispatcher<'_> {
                     tool_call_id: call.id.clone(),
                     ..Default::default()
                 };
-                self.client.files().write_file(self.req(req)).await.map(|r| {
-                    let r = r.into_inner();
-                    (
-                        vec![arg_str(a, "path")],
-                        r.pre_checkpoint_id,
-                        r.post_checkpoint_id,
-                        format!("wrote {} bytes", r.size_bytes),
-                    )
-                })
+                self.client
+                    .files()
+                    .write_file(self.req(req))
+                    .await
+                    .map(|r| {
+                        let r = r.into_inner();
+                        (
+                            vec![arg_str(a, "path")],
+                            r.pre_checkpoint_id,
+                            r.post_checkpoint_id,
+                            format!("wrote {} bytes", r.size_bytes),
+                        )
+                    })
             } else {
                 let req = pb::ApplyPatchRequest {
                     session_id: self.session_id.clone(),
@@ -504,19 +508,23 @@ impl Dispatcher<'_> {
                     step_id: step_id.to_string(),
                     tool_call_id: call.id.clone(),
                 };
-                self.client.files().apply_patch(self.req(req)).await.map(|r| {
-                    let r = r.into_inner();
-                    let paths: Vec<String> = r.changes.iter().map(|c| c.path.clone()).collect();
-                    let text = format!(
-                        "patch applied: {}",
-                        r.changes
-                            .iter()
-                            .map(|c| format!("{} {}", c.kind, c.path))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                    (paths, r.pre_checkpoint_id, r.post_checkpoint_id, text)
-                })
+                self.client
+                    .files()
+                    .apply_patch(self.req(req))
+                    .await
+                    .map(|r| {
+                        let r = r.into_inner();
+                        let paths: Vec<String> = r.changes.iter().map(|c| c.path.clone()).collect();
+                        let text = format!(
+                            "patch applied: {}",
+                            r.changes
+                                .iter()
+                                .map(|c| format!("{} {}", c.kind, c.path))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        );
+                        (paths, r.pre_checkpoint_id, r.post_checkpoint_id, text)
+                    })
             };
             match result {
                 Ok((paths, pre, post, text)) => {

@@ -290,6 +290,22 @@ const TRIVIAL: &[&str] = &[
     "suspend",
 ];
 
+/// Whether a variable-assigning builtin may assign a variable that changes
+/// what runs: a nameref (`declare -n`), a name that is dynamic, or one of
+/// [`super::shell::env_var_changes_exec`] anywhere among its words (option
+/// arguments included: `read -a PATH`, `printf -v PATH`).
+fn assigns_exec_var(name: &str, args: &[Word]) -> bool {
+    let nameref = matches!(name, "declare" | "typeset" | "local")
+        && args
+            .iter()
+            .any(|a| a.text.starts_with('-') && a.text.contains('n'));
+    nameref
+        || args.iter().any(|a| {
+            let n = a.text.split(['=', '[', '+']).next().unwrap_or_default();
+            a.dynamic && !matches!(name, "printf" | "let") || super::shell::env_var_changes_exec(n)
+        })
+}
+
 /// Programs that only read, whatever their options (coreutils and friends
 /// with no option that writes or runs anything).
 #[rustfmt::skip]
@@ -297,15 +313,15 @@ const READERS: &[&str] = &[
     "ls", "dir", "vdir", "cat", "head", "tail", "wc", "du", "df", "stat", "file", "which",
     "whereis", "basename", "dirname", "realpath", "readlink", "whoami", "id", "groups", "uname",
     "nproc", "printenv", "nl", "tac", "rev", "cut", "tr", "paste", "column", "fold", "fmt",
-    "expand", "unexpand", "comm", "join", "cmp", "diff", "diff3", "sdiff", "md5sum", "sha1sum",
+    "expand", "unexpand", "comm", "join", "cmp", "diff", "diff3", "md5sum", "sha1sum",
     "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum", "shasum", "od",
     "hexdump", "strings", "less", "more", "numfmt", "seq", "yes", "grep", "egrep", "fgrep", "zgrep",
     "zcat", "bzcat", "xzcat", "zstdcat", "jq", "ps", "pgrep", "free", "uptime", "locale", "tty",
     "cal", "arch", "lscpu", "lsblk", "getconf", "logname", "users", "who", "w", "expr", "factor",
-    "pr", "tsort", "look", "pathchk", "shellcheck", "info", "whatis", "apropos", "lsof", "top",
+    "pr", "tsort", "look", "pathchk", "shellcheck", "whatis", "apropos", "lsof", "top",
     "htop", "vmstat", "iostat", "nl", "wdiff", "colordiff", "bat", "batcat", "tldr", "envsubst",
-    "iconv", "dos2unix-info", "tokei", "cloc", "sloccount", "lsattr", "getfacl", "namei", "findmnt",
-    "mountpoint", "sha3sum", "xmllint", "unzip-info", "zipinfo", "ldd", "nm", "objdump", "readelf",
+    "dos2unix-info", "tokei", "sloccount", "lsattr", "getfacl", "namei", "findmnt",
+    "mountpoint", "sha3sum", "unzip-info", "zipinfo", "ldd", "readelf",
     "size", "c++filt", "addr2line", "tput", "dircolors", "stty", "cmp", "fc-list", "lsusb", "lspci",
     "ss", "netstat", "ifconfig-info",
 ];
@@ -592,6 +608,19 @@ fn program(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth:
         "cd" | "pushd" | "popd" => {
             change_dir(an, name, args);
             v.note(format!("{name}: shell builtin"));
+        }
+        // Builtins that assign variables by name (`read PATH`, `printf -v
+        // PATH`, `mapfile PATH`, namerefs): assigning one that changes what
+        // later commands run makes the command at least write, as `PATH=x`
+        // does. A name only known at run time is not classified.
+        "read" | "mapfile" | "readarray" | "printf" | "declare" | "typeset" | "local" | "let"
+        | "unset"
+            if assigns_exec_var(name, args) =>
+        {
+            v.raise(
+                Tier::Write,
+                format!("{name}: assigns a variable that changes what runs"),
+            )
         }
         _ if TRIVIAL.contains(&name) => v.note(format!("{name}: shell builtin or trivial program")),
         // Readers with special cases.

@@ -681,6 +681,21 @@ impl<'c> Analyzer<'c> {
                 }
             }
         }
+        // A nameref (`declare -n r=PATH`) makes later assignments to `r`
+        // assign the variable it names: treat it like assigning PATH.
+        if matches!(argv[0].as_str(), "declare" | "typeset" | "local")
+            && argv[1..]
+                .iter()
+                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('n'))
+        {
+            v.raise(
+                Tier::Write,
+                format!(
+                    "{} -n: a nameref can assign any variable, PATH included",
+                    argv[0]
+                ),
+            );
+        }
         if v.reasons.is_empty() {
             v.reasons.push(format!("{}: shell builtin", argv[0]));
         }

@@ -258,14 +258,14 @@ pub(crate) const RULES: &[RuleDef] = &[
     r(
         "github-token",
         &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
-        r"\b(gh[pousr]_[A-Za-z0-9]{36,251})\b",
+        r"(gh[pousr]_[A-Za-z0-9]{36,251})",
         1,
         3.0,
     ),
     r(
         "github-fine-grained-pat",
         &["github_pat_"],
-        r"\b(github_pat_[A-Za-z0-9_]{50,255})",
+        r"(github_pat_[A-Za-z0-9_]{50,255})",
         1,
         3.0,
     ),

@@ -51,8 +51,19 @@ impl Default for SandboxSettings {
 /// Paths inside the workspace that stay read-only in every profile:
 /// git hooks and config (code that runs on the user's next `git` command),
 /// direnv's `.envrc`, editor tasks, husky hooks.
-pub const DEFAULT_PROTECTED: &[&str] =
-    &[".git/hooks", ".git/config", ".envrc", ".vscode", ".husky"];
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    // Files that redirect git to another config and hooks directory
+    // (gitrepository-layout(5)): as dangerous as .git/config itself.
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/worktrees",
+    ".git/modules",
+    ".envrc",
+    ".vscode",
+    ".husky",
+];
 
 /// Per-command resource limits (`setrlimit(2)`; cgroup v2 where delegated).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -340,6 +340,17 @@ impl SessionManager {
         if let Some(k) = &call {
             self.journal_start(k, pre.as_ref().map(|c| c.id.as_str()))?;
         }
+        // Protected paths that do not exist stay absent: what the command
+        // creates there is removed after it (the sandbox can only make
+        // existing paths read-only without creating them in the repository).
+        let absent = if profile == Profile::SafeRead {
+            Vec::new()
+        } else {
+            absent_protected(
+                &session.workspace,
+                &session.policy.file.sandbox.all_protected(),
+            )
+        };
         let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
             .await;
@@ -372,6 +383,19 @@ impl SessionManager {
             Err(e) => serde_json::json!({"error": e.to_string()}),
         };
         let end = self.audit_exec(peer, &session, &p, crate::approval::actions::EXEC_END, end);
+        let removed = remove_created(&session.workspace, &absent);
+        if !removed.is_empty() {
+            tracing::warn!(session = %session.id, ?removed, "removed protected paths the command created");
+            let _ = tx
+                .send(ExecEvent::Stderr(
+                    format!(
+                        "\n[warden: removed {} that the command created: protected paths stay absent]\n",
+                        removed.join(", ")
+                    )
+                    .into_bytes(),
+                ))
+                .await;
+        }
         if let Some(k) = &call {
             let (ok, result) = match &result {
                 Ok(s) => (true, journal_result(s)),
@@ -488,6 +512,48 @@ impl SessionManager {
             ..Default::default()
         })
     }
+}
+
+/// The protected paths (relative) that do not exist in the workspace now.
+fn absent_protected(root: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
+    let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) else {
+        return Vec::new();
+    };
+    protected
+        .iter()
+        .filter(|p| matches!(dir.symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound))
+        .cloned()
+        .collect()
+}
+
+/// Removes those of `absent` that exist now, through a capability on the
+/// workspace root (never following a symlink out of it); returns what was
+/// removed.
+fn remove_created(root: &Path, absent: &[PathBuf]) -> Vec<String> {
+    if absent.is_empty() {
+        return Vec::new();
+    }
+    let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for p in absent {
+        let Ok(meta) = dir.symlink_metadata(p) else {
+            continue;
+        };
+        let r = if meta.is_dir() {
+            dir.remove_dir_all(p)
+        } else {
+            dir.remove_file(p)
+        };
+        match r {
+            Ok(()) => removed.push(p.display().to_string()),
+            Err(e) => {
+                tracing::error!(path = %p.display(), "could not remove a created protected path: {e}")
+            }
+        }
+    }
+    removed
 }
 
 /// The result of an exec as kept in the step journal: how it ended and the

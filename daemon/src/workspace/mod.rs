@@ -45,8 +45,19 @@ pub const ABSENT: &str = "absent";
 /// (each protects itself and everything beneath it). `.git` itself is also
 /// protected as an entry (a `.git` *file* could point git at other hooks),
 /// but not what is beneath it beyond this list.
-pub const DEFAULT_PROTECTED: &[&str] =
-    &[".git/hooks", ".git/config", ".envrc", ".vscode", ".husky"];
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    // Files that redirect git to another config and hooks directory
+    // (gitrepository-layout(5)): as dangerous as .git/config itself.
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/worktrees",
+    ".git/modules",
+    ".envrc",
+    ".vscode",
+    ".husky",
+];
 
 /// Errors of the file tools. Messages name the path (and component) at fault.
 #[derive(Debug, thiserror::Error)]
