@@ -49,6 +49,8 @@ enum Command {
     Policy(cli::policy::PolicyArgs),
     /// Show, list or export run traces (OpenTelemetry spans).
     Trace(cli::trace::TraceArgs),
+    /// Serve Warden's tools over MCP on stdio (standard output carries only JSON-RPC).
+    McpServe(cli::mcp_serve::McpServeArgs),
 }
 
 fn main() {
@@ -91,6 +93,7 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Checkpoint(args) => cli::checkpoint::run(args, &global).await,
         Command::Rollback(args) => cli::rollback::run(args, &global).await,
         Command::Gc(args) => cli::gc::run(args, &global).await,
+        Command::McpServe(args) => cli::mcp_serve::run(args, &global).await,
         Command::Daemon(_)
         | Command::Doctor(_)
         | Command::Redact(_)
