@@ -177,6 +177,20 @@ async fn serve(args: DaemonArgs, policy: Policy, spawner: Spawner) -> Result<(),
 
     let state_dir = listen::prepare_state_dir(&state_dir)?;
     let _state_lock = listen::lock_dir(&state_dir)?;
+    // No sandboxed command ever sees the daemon's state.
+    spawner.hide(state_dir.clone());
+    // Refuse to start when a mechanism the policy needs is missing: one real
+    // confined spawn under the policy's sandbox settings.
+    match spawner.self_test(&policy.file.sandbox).await {
+        Ok(enforcement) => {
+            tracing::info!(landlock = enforcement.as_str(), "sandbox self-test passed")
+        }
+        Err(e) => {
+            return Err(ServerError::Config(format!(
+                "the sandbox does not work here ({e}); see `warden doctor`"
+            )))
+        }
+    }
     let db = Db::open(&state_dir)?;
     let mut mgr = SessionManager::new(db, state_dir.clone(), spawner, policy)
         .map_err(|e| ServerError::Config(format!("opening the audit log: {e}")))?;
