@@ -144,3 +144,52 @@ async fn an_mcp_client_lists_tools_runs_shell_and_is_refused_a_destructive_comma
 
     client.cancel().await.expect("close the connection");
 }
+
+/// Standard output carries only JSON-RPC: a raw session (initialize, a
+/// shell call that writes to its own stdout and stderr, end of input) gives
+/// only JSON-RPC 2.0 lines, and the process exits 0 when input closes.
+#[test]
+fn standard_output_carries_only_json_rpc() {
+    use std::io::Write;
+    let d = Daemon::start();
+    let ws = workspace();
+    let mut child = std::process::Command::new(warden_bin())
+        .env("WARDEN_SOCKET", &d.socket)
+        .env("WARDEN_STATE_DIR", &d.state_dir)
+        .args(["--no-autostart", "mcp-serve", "--workspace"])
+        .arg(ws.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn warden mcp-serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let msgs = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell","arguments":{"command":"echo out-line; echo err-line >&2"}}}"#,
+    ];
+    for m in &msgs[..2] {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    writeln!(stdin, "{}", msgs[2]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 2, "stdout: {stdout}\nstderr: {stderr}");
+    for l in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{l}");
+    }
+    assert!(
+        stdout.contains("out-line"),
+        "the call's result is on stdout: {stdout}"
+    );
+    assert!(stderr.contains("mcp-serve"), "logs go to stderr: {stderr}");
+}
