@@ -474,10 +474,13 @@ fn analyze_with(
         if d.install_source.is_none() {
             continue;
         }
+        // Outermost first: `sudo npm ci` is a system install, not the
+        // lockfile install its inner argv looks like; wrappers the install
+        // parser does not know (`timeout`, `nice`) fall through to the inner
+        // argv.
         let intent = d
             .chain
             .iter()
-            .rev()
             .find_map(|argv| match (&ctx.workspace, install) {
                 (Some(ws), Some(settings)) => crate::install::parse_intent_with(
                     argv,
