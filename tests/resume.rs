@@ -43,8 +43,8 @@ fn plan(port: u16) -> String {
         json!({"content": null, "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}]}),
         json!({"content": null, "tool_calls": [{"id": "c2", "name": "write_file", "arguments": {"path": "b.txt", "content": "bravo\n"}}]}),
         json!({"content": null, "tool_calls": [{"id": "c3", "name": "apply_patch", "arguments": {"patch": patch}}]}),
-        json!({"content": null, "tool_calls": [{"id": "c4", "name": "shell", "arguments": {"command": format!("sleep 0.3; curl -s -X POST -d ping http://127.0.0.1:{port}/count")}}]}),
-        json!({"content": null, "tool_calls": [{"id": "c5", "name": "shell", "arguments": {"command": "sleep 0.3; echo once >> appended.txt"}}]}),
+        json!({"content": null, "tool_calls": [{"id": "c4", "name": "shell", "arguments": {"command": format!("sleep 1; curl -s -X POST -d ping http://127.0.0.1:{port}/count")}}]}),
+        json!({"content": null, "tool_calls": [{"id": "c5", "name": "shell", "arguments": {"command": "sleep 1; echo once >> appended.txt"}}]}),
         json!({"content": "finished", "tool_calls": []}),
     ];
     turns.iter().map(|t| t.to_string() + "\n").collect()
