@@ -188,6 +188,39 @@ impl SessionManager {
         tier: &str,
         decl: &ToolDecl,
     ) -> Result<(), SessionError> {
+        let flight = (key.run_id.clone(), key.tool_call_id.clone());
+        if !self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(flight.clone())
+        {
+            return Err(SessionError::FailedPrecondition(format!(
+                "tool call {} of run {} is still running (its earlier request is in flight): it is never executed twice",
+                key.tool_call_id, key.run_id
+            )));
+        }
+        let r = self.journal_plan_row(key, session_id, step_id, tool, arguments_json, tier, decl);
+        if r.is_err() {
+            self.in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&flight);
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn journal_plan_row(
+        &self,
+        key: &CallKey,
+        session_id: &str,
+        step_id: &str,
+        tool: &str,
+        arguments_json: &str,
+        tier: &str,
+        decl: &ToolDecl,
+    ) -> Result<(), SessionError> {
         let conn = self.db().lock();
         let run_session: Option<String> = conn
             .query_row(
@@ -285,6 +318,10 @@ impl SessionManager {
         result: &serde_json::Value,
         post_checkpoint_id: Option<&str>,
     ) -> Result<(), SessionError> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(key.run_id.clone(), key.tool_call_id.clone()));
         self.db().lock().execute(
             "UPDATE step_journal SET state = ?3, result_json = ?4, finished_at_ms = ?5,
                  post_checkpoint_id = CASE WHEN ?6 = '' THEN post_checkpoint_id ELSE ?6 END

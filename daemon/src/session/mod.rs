@@ -112,6 +112,9 @@ pub struct SessionManager {
     approvals: crate::approval::Approvals,
     /// Workspace snapshots, checkpoints and rollback.
     checkpoints: crate::checkpoint::CheckpointStore,
+    /// Journaled tool calls (run id, tool call id) this daemon is executing
+    /// now: a call still in flight (its client gone) is never planned again.
+    in_flight: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -149,6 +152,7 @@ impl SessionManager {
             next_exec: std::sync::atomic::AtomicU64::new(1),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             policies: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(Default::default()),
         })
     }
 
