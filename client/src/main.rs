@@ -64,6 +64,12 @@ fn main() {
         Command::Classify(args) => cli::classify::run(args),
         Command::Policy(args) => cli::policy::run(args),
         command => {
+            // Like other Unix tools, end quietly when the reader of our
+            // output goes away (`warden checkpoint list | head`) instead of
+            // panicking on EPIPE. The daemon keeps Rust's default (ignored).
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
