@@ -49,11 +49,15 @@ pub struct WritesOnly;
 impl Approver for WritesOnly {
     async fn decide(&self, req: &pb::ApprovalRequest) -> Verdict {
         let p = req.preview.clone().unwrap_or_default();
-        let tier = p
-            .classification
-            .as_ref()
-            .map(|c| c.tier)
-            .unwrap_or(pb::Tier::Write as i32);
+        // File tools are write-tier by definition; a command whose tier is
+        // unknown (no classification in the preview) is refused, not
+        // assumed to be a write.
+        let file_tool = matches!(p.tool.as_str(), "write_file" | "apply_patch");
+        let tier = match (&p.classification, file_tool) {
+            (Some(c), _) => c.tier,
+            (None, true) => pb::Tier::Write as i32,
+            (None, false) => pb::Tier::Unspecified as i32,
+        };
         if tier == pb::Tier::Write as i32 || tier == pb::Tier::SafeRead as i32 {
             Verdict::Once
         } else {

@@ -533,8 +533,12 @@ fn remove_created(root: &Path, absent: &[PathBuf]) -> Vec<String> {
     if absent.is_empty() {
         return Vec::new();
     }
-    let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) else {
-        return Vec::new();
+    let dir = match cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(root = %root.display(), "cannot check protected paths after the command: {e}");
+            return Vec::new();
+        }
     };
     let mut removed = Vec::new();
     for p in absent {
