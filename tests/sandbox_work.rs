@@ -307,6 +307,49 @@ fn reexec_helper_from_multithreaded_process(h: &H) {
     assert_ne!(sp.helper_pid(), h.spawner.helper_pid());
 }
 
+/// `spawn_with_stdin`: a long-lived command reads requests from a pipe the
+/// caller writes and answers each on stdout (the MCP stdio transport's
+/// shape); it ends at end of input.
+fn piped_stdin(h: &H) {
+    use std::io::{BufRead, Write};
+    let ws = h.workspace();
+    let (in_r, in_w) = nix::unistd::pipe().unwrap();
+    let (out_r, out_w) = nix::unistd::pipe().unwrap();
+    let (_err_r, err_w) = nix::unistd::pipe().unwrap();
+    let req = h.request(
+        ws.path(),
+        Profile::SafeRead,
+        &[
+            "bash",
+            "-c",
+            "while read -r l; do echo \"got $l\"; done; echo bye",
+        ],
+    );
+    let (exit, lines) = h.rt.block_on(async {
+        let mut c = h
+            .spawner
+            .spawn_with_stdin(req, in_r, out_w, err_w)
+            .await
+            .expect("spawn with stdin");
+        let mut input = std::fs::File::from(in_w);
+        let mut output = std::io::BufReader::new(std::fs::File::from(out_r));
+        let mut lines = Vec::new();
+        for word in ["one", "two"] {
+            writeln!(input, "{word}").unwrap();
+            let mut l = String::new();
+            output.read_line(&mut l).unwrap();
+            lines.push(l.trim_end().to_string());
+        }
+        drop(input);
+        let mut l = String::new();
+        output.read_line(&mut l).unwrap();
+        lines.push(l.trim_end().to_string());
+        (c.wait().await.unwrap(), lines)
+    });
+    assert_eq!(lines, ["got one", "got two", "bye"]);
+    assert_eq!(exit.code, Some(0));
+}
+
 /// As root, the workspace must be idmappable; sysfs is not: clear refusal.
 fn non_idmappable_workspace_is_refused(h: &H) {
     use warden_daemon::sandbox::SandboxError;
@@ -374,5 +417,6 @@ fn main() {
             non_idmappable_workspace_is_refused,
         ),
         ("cargo_test_offline", cargo_test_offline),
+        ("piped_stdin", piped_stdin),
     ]);
 }

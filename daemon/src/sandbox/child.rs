@@ -22,6 +22,8 @@ pub(crate) struct ChildIo {
     pub sync_rd: OwnedFd,
     pub setup_wr: OwnedFd,
     pub exit_wr: OwnedFd,
+    /// `None`: the command's stdin is `/dev/null`.
+    pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
 }
@@ -197,9 +199,10 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     }
     if pid == 0 {
         drop(io.exit_wr);
-        command_main(plan, io.setup_wr, io.stdout, io.stderr, filters);
+        command_main(plan, io.setup_wr, io.stdin, io.stdout, io.stderr, filters);
     }
     drop(io.setup_wr);
+    drop(io.stdin);
     drop(io.stdout);
     drop(io.stderr);
     // Init keeps nothing of the daemon's stdio (a terminal, a log).
@@ -254,6 +257,7 @@ fn set_limit(res: libc::__rlimit_resource_t, v: u64) -> Result<(), String> {
 fn command_main(
     plan: &Plan,
     setup_wr: OwnedFd,
+    stdin: Option<OwnedFd>,
     stdout: OwnedFd,
     stderr: OwnedFd,
     filters: &[BpfProgram],
@@ -274,16 +278,23 @@ fn command_main(
                 libc::signal(s, libc::SIG_DFL);
             }
         }
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if null < 0
-            || libc::dup2(null, 0) < 0
+        let null = match &stdin {
+            Some(_) => -1,
+            None => libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC),
+        };
+        let input = stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(null);
+        if input < 0
+            || libc::dup2(input, 0) < 0
             || libc::dup2(stdout.as_raw_fd(), 1) < 0
             || libc::dup2(stderr.as_raw_fd(), 2) < 0
         {
             fail(setup, "stdio", &os_err("stdio"));
         }
-        libc::close(null);
+        if null >= 0 {
+            libc::close(null);
+        }
     }
+    drop(stdin);
     drop(stdout);
     drop(stderr);
 

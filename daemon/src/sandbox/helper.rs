@@ -290,16 +290,23 @@ impl Helper {
         req: &WireRequest,
         fds: &mut Vec<OwnedFd>,
     ) -> Result<(libc::pid_t, super::Enforcement), WireError> {
-        if fds.len() != 2 {
-            return Err(setup_err("protocol", "expected stdout and stderr fds"));
+        if fds.len() != 2 && fds.len() != 3 {
+            return Err(setup_err(
+                "protocol",
+                "expected stdout and stderr fds (and optionally stdin)",
+            ));
         }
+        let stdin = if fds.len() == 3 { fds.pop() } else { None };
         let stderr = fds.pop().unwrap();
         let stdout = fds.pop().unwrap();
         if self.host.root {
             // Pipes made by a root daemon are root's, mode 0600: reopening
             // them through /dev/stdout (/proc/self/fd/1) would fail for the
             // unprivileged sandbox uid. Hand pipes and sockets to it.
-            for fd in [&stdout, &stderr] {
+            for fd in [Some(&stdout), Some(&stderr), stdin.as_ref()]
+                .into_iter()
+                .flatten()
+            {
                 // SAFETY: fstat/fchown on a valid fd.
                 unsafe {
                     let mut st: libc::stat = std::mem::zeroed();
@@ -376,6 +383,7 @@ impl Helper {
                 sync_rd,
                 setup_wr,
                 exit_wr,
+                stdin,
                 stdout,
                 stderr,
             };
@@ -384,6 +392,7 @@ impl Helper {
         drop(sync_rd);
         drop(setup_wr);
         drop(exit_wr);
+        drop(stdin);
         drop(stdout);
         drop(stderr);
         drop(plan);

@@ -471,6 +471,31 @@ impl Spawner {
         stdout: OwnedFd,
         stderr: OwnedFd,
     ) -> Result<Child, SandboxError> {
+        self.spawn_io(req, None, stdout, stderr).await
+    }
+
+    /// Like [`Spawner::spawn`], but the command's stdin is `stdin` (the read
+    /// end of a pipe or a socket the caller writes) instead of `/dev/null`:
+    /// for long-lived servers spoken to over stdio (MCP stdio transport).
+    ///
+    /// Errors: as [`Spawner::spawn`].
+    pub async fn spawn_with_stdin(
+        &self,
+        req: SpawnRequest,
+        stdin: OwnedFd,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<Child, SandboxError> {
+        self.spawn_io(req, Some(stdin), stdout, stderr).await
+    }
+
+    async fn spawn_io(
+        &self,
+        req: SpawnRequest,
+        stdin: Option<OwnedFd>,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<Child, SandboxError> {
         req.settings.validate()?;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (stx, srx) = tokio::sync::oneshot::channel();
@@ -497,13 +522,19 @@ impl Spawner {
             id,
             armed: true,
         };
+        let mut fds = vec![stdout.as_fd(), stderr.as_fd()];
+        if let Some(i) = &stdin {
+            fds.push(i.as_fd());
+        }
         let sent = self.inner.send(
             &ToHelper::Spawn {
                 id,
                 req: Box::new(wire),
             },
-            &[stdout.as_fd(), stderr.as_fd()],
+            &fds,
         );
+        drop(fds);
+        drop(stdin);
         drop(stdout);
         drop(stderr);
         if let Err(e) = sent {

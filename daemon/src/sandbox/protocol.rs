@@ -24,7 +24,8 @@ pub(crate) struct WireRequest {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ToHelper {
-    /// Followed by exactly two fds: stdout, stderr.
+    /// Followed by two fds: stdout, stderr; or three: stdout, stderr, stdin
+    /// (stdin is `/dev/null` when absent).
     Spawn {
         id: u64,
         req: Box<WireRequest>,
