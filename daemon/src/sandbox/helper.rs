@@ -145,6 +145,10 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
             host_uid,
             host_gid,
             home,
+            cargo_home: std::env::var_os("CARGO_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute()),
+            landlock_abi_cap: super::landlock_rules::abi_cap_from_env(),
         },
         filters,
         children: HashMap::new(),

@@ -28,20 +28,61 @@ pub(crate) struct Rules {
     pub write: Vec<PathBuf>,
     /// Read and write existing files, device ioctls (`/dev`).
     pub devices: Vec<PathBuf>,
+    /// Pretend the kernel knows at most this Landlock ABI
+    /// ([`ABI_CAP_ENV`]; tests of older kernels). `None`: the real one.
+    pub abi_cap: Option<i64>,
+}
+
+/// Environment variable of the daemon (read by the spawn helper at start):
+/// `WARDEN_LANDLOCK_ABI_CAP=N` makes the sandbox behave as on a kernel whose
+/// highest Landlock ABI is `N` — the ruleset then really handles only the
+/// rights of ABI `N` (none for `0`) and the execution is recorded as
+/// `partial` (or `none`). It can only weaken Landlock, never strengthen
+/// it, and the weakening is always reported; it exists so the
+/// "refuse rather than run weaker" path can be tested on a new kernel.
+pub const ABI_CAP_ENV: &str = "WARDEN_LANDLOCK_ABI_CAP";
+
+/// The cap from [`ABI_CAP_ENV`] in this process's environment (invalid
+/// values are ignored: no cap).
+pub(crate) fn abi_cap_from_env() -> Option<i64> {
+    std::env::var(ABI_CAP_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|v| *v >= 0)
 }
 
 /// Restricts the calling thread (and its future children). Returns how
 /// completely the kernel enforces the ruleset.
 pub(crate) fn restrict(rules: &Rules) -> Result<Enforcement, String> {
-    let abi = LANDLOCK_ABI;
+    let pinned = LANDLOCK_ABI as i64;
+    let effective = match rules.abi_cap {
+        Some(cap) => kernel_abi().min(cap),
+        None => pinned,
+    };
+    if effective < 1 {
+        // As on a kernel without Landlock.
+        return Ok(Enforcement::None);
+    }
+    let capped = effective < pinned;
+    let abi = if capped {
+        ABI::from(effective as i32)
+    } else {
+        LANDLOCK_ABI
+    };
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
-    let dev = read | AccessFs::WriteFile | AccessFs::IoctlDev | AccessFs::Truncate;
-    let mut created = Ruleset::default()
+    let dev = (read | AccessFs::WriteFile | AccessFs::IoctlDev | AccessFs::Truncate) & all;
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
-        .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
-        .and_then(|r| r.create())
+        .map_err(|e| format!("landlock ruleset: {e}"))?;
+    if !capped {
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(|e| format!("landlock ruleset: {e}"))?;
+    }
+    let mut created = ruleset
+        .create()
         .map_err(|e| format!("landlock ruleset: {e}"))?;
     // Listing `/` (not reading files) is allowed: tools walk the root, and
     // every directory the mount tree shows is readable anyway.
@@ -68,6 +109,8 @@ pub(crate) fn restrict(rules: &Rules) -> Result<Enforcement, String> {
         .restrict_self()
         .map_err(|e| format!("landlock restrict_self: {e}"))?;
     Ok(match st.ruleset {
+        // Rights of the pinned ABI were left unhandled on purpose.
+        RulesetStatus::FullyEnforced if capped => Enforcement::Partial,
         RulesetStatus::FullyEnforced => Enforcement::Full,
         RulesetStatus::PartiallyEnforced => Enforcement::Partial,
         RulesetStatus::NotEnforced => Enforcement::None,

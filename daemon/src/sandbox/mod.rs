@@ -102,7 +102,7 @@ mod seccomp;
 pub mod settings;
 
 pub use helper::DEFAULT_ROOT_HOST_UID;
-pub use landlock_rules::{kernel_abi as landlock_kernel_abi, LANDLOCK_ABI};
+pub use landlock_rules::{kernel_abi as landlock_kernel_abi, ABI_CAP_ENV, LANDLOCK_ABI};
 pub use seccomp::denied_syscalls;
 pub use settings::{Limits, SandboxSettings, DEFAULT_PROTECTED};
 

@@ -52,6 +52,72 @@ pub const CREDENTIALS: &[&str] = &[
     ".kube",
 ];
 
+/// Names that hold registry tokens at the top of a cargo home
+/// (`$CARGO_HOME/credentials[.toml]`, cargo book "Credentials"): masked at
+/// the top of every bound tree, since a cargo home may live anywhere.
+const BARE_CREDENTIALS: &[&str] = &["credentials", "credentials.toml"];
+
+/// The credential files and directories to mask: every existing path, in
+/// every bound tree `B` (toolchains, `/opt`, the policy's `read_only_paths`),
+/// that is `B/c` for a [`CREDENTIALS`] entry `c`, or the tail of `c` when `B`
+/// itself ends with the head of `c` (`B = /x/.cargo` masks
+/// `B/credentials.toml`; `B = /x/.config` masks `B/gh`), or a
+/// [`BARE_CREDENTIALS`] name at the top of `B` or of `cargo_home`. A
+/// credential that is a symlink is masked at its target when the target lies
+/// in a bound tree (a dangling link exposes nothing). Returns
+/// `(path, is_file)`, deduplicated, only paths inside some bound tree.
+///
+/// Only `stat`s fixed candidates (no directory walk): a credential file at
+/// another depth of a bound tree is not found — bind narrower trees.
+pub(crate) fn credential_masks(
+    home: &Path,
+    bound: &[PathBuf],
+    cargo_home: Option<&Path>,
+) -> Vec<(PathBuf, bool)> {
+    let mut cands: Vec<PathBuf> = Vec::new();
+    for c in CREDENTIALS {
+        cands.push(home.join(c));
+    }
+    if let Some(ch) = cargo_home {
+        cands.extend(BARE_CREDENTIALS.iter().map(|n| ch.join(n)));
+    }
+    for b in bound {
+        cands.extend(BARE_CREDENTIALS.iter().map(|n| b.join(n)));
+        for c in CREDENTIALS {
+            let parts: Vec<_> = Path::new(c).components().collect();
+            for k in 0..parts.len() {
+                let head: PathBuf = parts[..k].iter().collect();
+                if k == 0 || b.ends_with(&head) {
+                    let tail: PathBuf = parts[k..].iter().collect();
+                    cands.push(b.join(tail));
+                }
+            }
+        }
+    }
+    let inside = |p: &Path| bound.iter().any(|b| p.starts_with(b) && p != b);
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    for p in cands {
+        if !inside(&p) {
+            continue;
+        }
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let (dst, meta) = if m.file_type().is_symlink() {
+            match std::fs::canonicalize(&p).and_then(|t| Ok((std::fs::metadata(&t)?, t))) {
+                Ok((tm, t)) if inside(&t) => (t, tm),
+                _ => continue, // dangling or pointing out of the view
+            }
+        } else {
+            (p, m)
+        };
+        if !out.iter().any(|(d, _)| *d == dst) {
+            out.push((dst, !meta.is_dir()));
+        }
+    }
+    out
+}
+
 /// Device nodes bound into the minimal `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
@@ -65,6 +131,11 @@ pub(crate) struct HostFacts {
     pub host_gid: u32,
     /// The host's home directory (toolchains live there).
     pub home: PathBuf,
+    /// The helper's own `CARGO_HOME`, when set (its `credentials*` are
+    /// masked wherever a bound tree exposes them).
+    pub cargo_home: Option<PathBuf>,
+    /// [`super::landlock_rules::ABI_CAP_ENV`] of the helper's environment.
+    pub landlock_abi_cap: Option<i64>,
 }
 
 /// Everything the child needs.
@@ -181,7 +252,10 @@ impl Plan {
 
         let mut ops: Vec<Op> = Vec::new();
         let mut visible: Vec<PathBuf> = Vec::new();
-        let mut rules = Rules::default();
+        let mut rules = Rules {
+            abi_cap: host.landlock_abi_cap,
+            ..Rules::default()
+        };
         let mut bound_sources: Vec<PathBuf> = Vec::new();
 
         let mut bind_ro = |p: &Path,
@@ -325,16 +399,11 @@ impl Plan {
         visible.push("/dev".into());
 
         // Credential files inside anything bound stay hidden.
-        for c in CREDENTIALS {
-            let p = home.join(c);
-            if let Ok(m) = std::fs::symlink_metadata(&p) {
-                if bound_sources.iter().any(|b| p.starts_with(b)) {
-                    ops.push(Op::Mask {
-                        dst: p.clone(),
-                        file: !m.is_dir(),
-                    });
-                }
-            }
+        // System trees but /opt hold no per-user credentials: fewer stats.
+        bound_sources
+            .retain(|b| b == Path::new("/opt") || !SYSTEM.iter().any(|s| b == Path::new(s)));
+        for (dst, file) in credential_masks(&home, &bound_sources, host.cargo_home.as_deref()) {
+            ops.push(Op::Mask { dst, file });
         }
 
         // The workspace: attached by the child (idmapped when root) or bound.
@@ -509,6 +578,8 @@ mod tests {
             host_uid: 1234,
             host_gid: 1234,
             home: home.to_path_buf(),
+            cargo_home: None,
+            landlock_abi_cap: None,
         }
     }
 
@@ -578,5 +649,63 @@ mod tests {
             Plan::new(&r, &host(home.path())),
             Err(WireError::Refused(_))
         ));
+    }
+
+    #[test]
+    fn credentials_in_any_bound_tree_are_masked() {
+        let t = tempfile::tempdir().unwrap();
+        let t = t.path();
+        let home = t.join("home");
+        let w = |p: &str, c: &str| {
+            let p = t.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, c).unwrap();
+        };
+        w("home/.cargo/credentials.toml", "c");
+        w("home/.cargo/config.toml", "ok");
+        w("home/.pyenv/.netrc", "c");
+        w("home/.npmrc", "c"); // under no bound tree: the home tmpfs hides it
+        w("cfg/.config/gh/hosts.yml", "c");
+        w("sdk/.docker/config.json", "c");
+        w("sdk/.pypirc", "c");
+        w("sdk/deep/.npmrc", "c"); // another depth: not a candidate
+        w("cargohome/credentials", "c");
+        w("envcargo/credentials.toml", "c");
+        w("real/secret", "c");
+        std::os::unix::fs::symlink(t.join("real/secret"), t.join("sdk/.netrc")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", t.join("sdk/.git-credentials")).unwrap();
+        let bound: Vec<PathBuf> = [
+            "home/.cargo",
+            "home/.pyenv",
+            "cfg/.config",
+            "sdk",
+            "cargohome",
+            "real",
+            "envcargo",
+        ]
+        .iter()
+        .map(|b| t.join(b))
+        .collect();
+        let got = credential_masks(&home, &bound, Some(&t.join("envcargo")));
+        let mut names: Vec<String> = got
+            .iter()
+            .map(|(p, _)| p.strip_prefix(t).unwrap().display().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "cargohome/credentials",
+                "cfg/.config/gh",
+                "envcargo/credentials.toml",
+                "home/.cargo/credentials.toml",
+                "home/.pyenv/.netrc",
+                "real/secret",
+                "sdk/.docker/config.json",
+                "sdk/.pypirc",
+            ]
+        );
+        let gh = got.iter().find(|(p, _)| p.ends_with("gh")).unwrap();
+        assert!(!gh.1, "a credential directory is masked as a directory");
     }
 }

@@ -186,7 +186,10 @@ pub fn probe_kernel(settings: &SandboxSettings) -> Report {
     };
     checks.push(seccomp);
 
-    let abi = landlock_rules::kernel_abi();
+    let abi = match landlock_rules::abi_cap_from_env() {
+        Some(cap) => landlock_rules::kernel_abi().min(cap),
+        None => landlock_rules::kernel_abi(),
+    };
     let pinned = landlock_rules::LANDLOCK_ABI as i64;
     let errata = landlock_rules::kernel_errata();
     checks.push(check(

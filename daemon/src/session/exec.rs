@@ -17,7 +17,7 @@ use super::journal::{self, CallKey};
 use super::{Peer, Session, SessionError, SessionManager};
 use crate::policy::{Classification, ClassifyContext};
 use crate::redact::StreamRedactor;
-use crate::sandbox::{Enforcement, Profile, SpawnRequest};
+use crate::sandbox::{Enforcement, Profile, SandboxError, SpawnRequest};
 
 /// Longest accepted command, bytes.
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
@@ -69,6 +69,8 @@ pub struct ExitSummary {
     pub pre_checkpoint_id: Option<String>,
     pub post_checkpoint_id: Option<String>,
     pub approval_request_id: Option<String>,
+    /// Landlock enforcement of this execution (`None`: it never ran).
+    pub landlock: Option<Enforcement>,
     /// The first [`JOURNAL_OUTPUT_BYTES`] of each stream as sent (redacted),
     /// for the step journal; not part of the Exit event.
     pub stdout_head: Vec<u8>,
@@ -379,6 +381,8 @@ impl SessionManager {
                 "stdout_dropped_bytes": s.stdout_dropped,
                 "stderr_dropped_bytes": s.stderr_dropped,
                 "redactions": s.redactions,
+                "landlock": s.landlock.map(|l| l.as_str()),
+                "refusal": s.refusal,
             }),
             Err(e) => serde_json::json!({"error": e.to_string()}),
         };
@@ -443,11 +447,23 @@ impl SessionManager {
             settings: session.policy.file.sandbox.clone(),
         };
         let started = Instant::now();
-        let mut child = self
-            .spawner()
-            .spawn(req, out_w, err_w)
-            .await
-            .map_err(|e| SessionError::Internal(format!("could not start the command: {e}")))?;
+        let mut child = match self.spawner().spawn(req, out_w, err_w).await {
+            Ok(c) => c,
+            // The sandbox cannot give what the policy asks (full Landlock,
+            // cgroup limits, an idmappable workspace): refused, never run
+            // weaker.
+            Err(SandboxError::Refused(m)) => {
+                return Ok(ExitSummary {
+                    refusal: Some(format!("refused by the sandbox: {m}")),
+                    ..Default::default()
+                })
+            }
+            Err(e) => {
+                return Err(SessionError::Internal(format!(
+                    "could not start the command: {e}"
+                )))
+            }
+        };
         let key = match self.register_running(child.kill_handle()) {
             Ok(k) => k,
             Err(e) => {
@@ -509,6 +525,7 @@ impl SessionManager {
             redactions: out.redactions + err.redactions,
             stdout_head: out.head,
             stderr_head: err.head,
+            landlock: Some(child.landlock),
             ..Default::default()
         })
     }

@@ -1,0 +1,334 @@
+//! The sandbox's policy-driven guarantees, end to end through a real
+//! `wardend` and the `warden` CLI (issue #3): credential files stay masked in
+//! every bound tree, a full-Landlock requirement refuses rather than runs
+//! weaker (and every execution records its enforcement), nested git
+//! repositories a command plants are defused, cgroup limits are applied or
+//! clearly refused, and install-tier package caches are per session.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use warden_tests::{require_sandbox, workspace, Daemon};
+
+/// Starts `wardend` with extra environment variables and arguments, on its
+/// own socket and state dir; panics with its log if it does not come up.
+fn daemon(env: &[(&str, &str)], args: &[&str]) -> Daemon {
+    let mut d = daemon_unstarted(args);
+    let log = std::fs::File::create(&d.log).expect("log");
+    let mut c = d.command();
+    c.envs(env.iter().copied());
+    d.child = Some(
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn wardend"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+        if let Some(st) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            panic!("wardend exited early ({st}): {}", d.log());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "wardend did not come up: {}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d
+}
+
+fn daemon_unstarted(args: &[&str]) -> Daemon {
+    let dir = tempfile::Builder::new()
+        .prefix("wd-")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    Daemon {
+        socket: dir.path().join("run/wardend.sock"),
+        state_dir: dir.path().join("state"),
+        child: None,
+        extra_args: args.iter().map(|s| s.to_string()).collect(),
+        log: dir.path().join("wardend.log"),
+        dir,
+    }
+}
+
+/// A policy file that allows every tier but destructive, plus `extra` TOML.
+fn policy(dir: &Path, extra: &str) -> PathBuf {
+    let p = dir.join(format!("policy-{}.toml", blake3::hash(extra.as_bytes())));
+    std::fs::write(
+        &p,
+        format!(
+            "description = \"sandbox policy test\"\n[tiers]\nsafe-read = \"allow\"\nwrite = \"allow\"\nnetwork = \"allow\"\ninstall = \"allow\"\ndestructive = \"deny\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// `warden exec --json --workspace WS --policy FILE -- CMD`.
+fn exec(d: &Daemon, ws: &Path, policy: &Path, cmd: &str) -> Output {
+    d.warden()
+        .args(["exec", "--json", "--workspace"])
+        .arg(ws)
+        .arg("--policy")
+        .arg(policy)
+        .args(["--", cmd])
+        .output()
+        .expect("run warden exec")
+}
+
+/// The JSON events of a `--json` exec.
+fn events(o: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn event<'a>(evs: &'a [serde_json::Value], kind: &str) -> Option<&'a serde_json::Value> {
+    evs.iter().find(|e| e["event"] == kind)
+}
+
+/// The command's standard output, concatenated from the stdout events.
+fn stdout_of(evs: &[serde_json::Value]) -> String {
+    evs.iter()
+        .filter(|e| e["event"] == "stdout")
+        .filter_map(|e| e["data"].as_str())
+        .collect()
+}
+
+fn stderr_of(evs: &[serde_json::Value]) -> String {
+    evs.iter()
+        .filter(|e| e["event"] == "stderr")
+        .filter_map(|e| e["data"].as_str())
+        .collect()
+}
+
+/// The `exec_end` audit records, oldest first.
+fn exec_ends(d: &Daemon) -> Vec<serde_json::Value> {
+    let o = d.warden().args(["audit", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["action"] == "exec_end")
+        .collect()
+}
+
+fn write(p: &Path, content: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    // World-readable: only the mask, never permissions, may hide it.
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+/// Registry tokens and other credentials inside trees the sandbox binds
+/// read-only (toolchains under the daemon's home, a whole cargo home or
+/// `~/.config` listed in `read_only_paths`, an SDK tree, a cargo home
+/// elsewhere) are never readable by a command — the "exfiltrate
+/// ~/.cargo/credentials.toml / ~/.npmrc" step of registry-token theft (as in
+/// the 2022 PyPI/npm token-stealing packages). The trees themselves stay
+/// readable, so the test fails if the binds were simply missing.
+#[test]
+fn credential_files_in_bound_trees_are_never_visible() {
+    let t = tempfile::Builder::new()
+        .prefix("wd-cred-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let t = t.path();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(t, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = t.join("home");
+    let secrets = [
+        // Under toolchain dirs the sandbox binds by default.
+        "home/.cargo/bin/credentials.toml",
+        "home/.pyenv/.netrc",
+        "home/.pyenv/.pypirc",
+        // Under a whole cargo home / ~/.config bound by the policy.
+        "home/.cargo/credentials",
+        "home/.cargo/credentials.toml",
+        "home/.config/gh/hosts.yml",
+        // An SDK tree with dotfiles, bound by the policy.
+        "sdk/.npmrc",
+        "sdk/.netrc",
+        "sdk/.git-credentials",
+        "sdk/.docker/config.json",
+        "sdk/.pypirc",
+        // A cargo home elsewhere (the daemon's CARGO_HOME).
+        "cargo-home/credentials.toml",
+        // In the home itself (never bound: the home is a private tmpfs).
+        "home/.npmrc",
+        "home/.git-credentials",
+    ];
+    for s in secrets {
+        write(&t.join(s), &format!("cred-marker {s}\n"));
+    }
+    write(&t.join("home/.cargo/bin/tool"), "visible-tool\n");
+    write(&t.join("home/.cargo/config.toml"), "visible-config\n");
+    write(&t.join("home/.pyenv/version"), "visible-pyenv\n");
+    write(&t.join("home/.config/gh/config.yml"), "gh-config\n");
+    write(&t.join("sdk/README"), "visible-sdk\n");
+    write(&t.join("cargo-home/bin/cargo-x"), "visible-cargo-home\n");
+    for d in [
+        "home",
+        "home/.cargo",
+        "home/.config",
+        "home/.config/gh",
+        "home/.docker",
+    ] {
+        let _ = std::fs::create_dir_all(t.join(d));
+        std::fs::set_permissions(t.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let cargo_home = t.join("cargo-home");
+    let d = daemon(
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("CARGO_HOME", cargo_home.to_str().unwrap()),
+        ],
+        &[],
+    );
+    let pol = policy(
+        d.dir.path(),
+        &format!(
+            "[sandbox]\nread_only_paths = [{:?}, {:?}, {:?}, {:?}]\n",
+            t.join("home/.cargo").display().to_string(),
+            t.join("home/.config").display().to_string(),
+            t.join("sdk").display().to_string(),
+            cargo_home.display().to_string(),
+        ),
+    );
+    let ws = workspace();
+    let mut script = String::new();
+    for s in secrets {
+        script.push_str(&format!("cat {} 2>/dev/null; ", t.join(s).display()));
+    }
+    for v in [
+        "home/.cargo/bin/tool",
+        "home/.cargo/config.toml",
+        "home/.pyenv/version",
+        "sdk/README",
+        "cargo-home/bin/cargo-x",
+    ] {
+        script.push_str(&format!("cat {}; ", t.join(v).display()));
+    }
+    script.push_str(&format!(
+        "ls -A {} {} 2>&1; true",
+        t.join("home/.config/gh").display(),
+        t.join("sdk/.docker").display()
+    ));
+    let o = exec(&d, ws.path(), &pol, &script);
+    let evs = events(&o);
+    let out = stdout_of(&evs);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr_of(&evs));
+    assert!(!out.contains("cred-marker"), "a credential leaked:\n{out}");
+    assert!(
+        !out.contains("hosts.yml"),
+        "gh's token dir is listed:\n{out}"
+    );
+    for v in [
+        "visible-tool",
+        "visible-config",
+        "visible-pyenv",
+        "visible-sdk",
+        "visible-cargo-home",
+    ] {
+        assert!(
+            out.contains(v),
+            "{v} not readable: the bind is missing\n{out}"
+        );
+    }
+}
+
+/// A policy that requires full Landlock enforcement refuses to run a
+/// command (exit 126, a message naming Landlock, nothing written) when only
+/// partial enforcement is possible — here a kernel limited to Landlock ABI 3
+/// by `WARDEN_LANDLOCK_ABI_CAP`, under which the ruleset really handles only
+/// ABI-3 rights. Without the requirement the command runs and is recorded
+/// `partial`; on the real kernel it is `full`. Each execution's enforcement
+/// is in its started event and its `exec_end` audit record. A daemon whose
+/// own policy requires full enforcement does not start on such a kernel.
+#[test]
+fn full_landlock_requirement_refuses_rather_than_running_weaker() {
+    let kernel_abi = warden_daemon::sandbox::landlock_kernel_abi();
+    let pinned = warden_daemon::sandbox::LANDLOCK_ABI as i64;
+    if kernel_abi < pinned {
+        assert!(
+            !require_sandbox(),
+            "WARDEN_REQUIRE_SANDBOX=1 but the kernel's Landlock ABI is {kernel_abi} < {pinned}"
+        );
+        eprintln!("skipped: Landlock ABI {kernel_abi} < {pinned}");
+        return;
+    }
+    let ws = workspace();
+    // The real kernel: full.
+    let d = daemon(&[], &[]);
+    let strict = policy(d.dir.path(), "[sandbox]\nrequire_full_landlock = true\n");
+    let o = exec(&d, ws.path(), &strict, "echo ran > full.txt");
+    let evs = events(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(event(&evs, "started").unwrap()["landlock"], "full");
+    assert!(ws.path().join("full.txt").exists());
+    assert_eq!(exec_ends(&d).last().unwrap()["detail"]["landlock"], "full");
+    drop(d);
+
+    // A kernel that only knows ABI 3.
+    let d = daemon(&[("WARDEN_LANDLOCK_ABI_CAP", "3")], &[]);
+    let strict = policy(d.dir.path(), "[sandbox]\nrequire_full_landlock = true\n");
+    let lax = policy(d.dir.path(), "[sandbox]\nrequire_full_landlock = false\n");
+    let o = exec(&d, ws.path(), &strict, "echo ran > weak.txt");
+    let evs = events(&o);
+    assert_eq!(o.status.code(), Some(126), "{evs:?}");
+    let exit = event(&evs, "exit").unwrap();
+    assert_eq!(exit["refused"], true);
+    let why = exit["refusal"].as_str().unwrap();
+    assert!(
+        why.contains("full Landlock") && why.contains("partial"),
+        "{why}"
+    );
+    assert!(event(&evs, "started").is_none(), "{evs:?}");
+    assert!(!ws.path().join("weak.txt").exists(), "the command ran");
+    let end = exec_ends(&d);
+    let end = &end.last().unwrap()["detail"];
+    assert!(end["landlock"].is_null(), "{end}");
+    assert!(end["refusal"].as_str().unwrap().contains("full Landlock"));
+
+    let o = exec(&d, ws.path(), &lax, "echo ran > weak.txt");
+    let evs = events(&o);
+    assert_eq!(o.status.code(), Some(0), "{evs:?}");
+    assert_eq!(event(&evs, "started").unwrap()["landlock"], "partial");
+    assert!(ws.path().join("weak.txt").exists());
+    assert_eq!(
+        exec_ends(&d).last().unwrap()["detail"]["landlock"],
+        "partial"
+    );
+    // ABI 0: as without Landlock.
+    drop(d);
+    let d = daemon(&[("WARDEN_LANDLOCK_ABI_CAP", "0")], &[]);
+    let lax = policy(d.dir.path(), "");
+    let o = exec(&d, ws.path(), &lax, "true");
+    assert_eq!(event(&events(&o), "started").unwrap()["landlock"], "none");
+    drop(d);
+
+    // The daemon's own policy requires it: refuse to start, with the reason.
+    let mut d = daemon_unstarted(&[]);
+    let strict = policy(d.dir.path(), "[sandbox]\nrequire_full_landlock = true\n");
+    d.extra_args = vec!["--policy".into(), strict.display().to_string()];
+    let o = d
+        .command()
+        .env("WARDEN_LANDLOCK_ABI_CAP", "3")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run wardend");
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "wardend started: {log}");
+    assert!(log.contains("full Landlock"), "{log}");
+}
