@@ -485,17 +485,35 @@ fn fork_bomb(h: &H) {
         o.stderr.chars().take(400).collect::<String>()
     );
     // No bomb process outlives the command (as root, sandbox processes
-    // have their own host uid, so they can be counted).
+    // have their own host uid, so they can be counted; only those below our
+    // own spawn helper: other daemons on the machine use the same uid).
     if nix::unistd::geteuid().is_root() {
         let uid = warden_daemon::sandbox::DEFAULT_ROOT_HOST_UID.to_string();
+        let helper = h.spawner.helper_pid().to_string();
+        let field = |st: &str, k: &str| -> Option<String> {
+            st.lines()
+                .find(|l| l.starts_with(k))
+                .and_then(|l| l.split_whitespace().nth(1).map(String::from))
+        };
+        let ours = |st: &str| {
+            let mut ppid = field(st, "PPid:");
+            for _ in 0..4096 {
+                match ppid.as_deref() {
+                    None | Some("0") | Some("1") => return false,
+                    Some(p) if p == helper => return true,
+                    Some(p) => {
+                        ppid = std::fs::read_to_string(format!("/proc/{p}/status"))
+                            .ok()
+                            .and_then(|s| field(&s, "PPid:"))
+                    }
+                }
+            }
+            false
+        };
         let left = std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("status")).ok())
-            .filter(|st| {
-                st.lines().any(|l| {
-                    l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some(uid.as_str())
-                })
-            })
+            .filter(|st| field(st, "Uid:").as_deref() == Some(uid.as_str()) && ours(st))
             .count();
         assert_eq!(left, 0, "{left} sandbox processes outlived the command");
     }

@@ -332,3 +332,86 @@ fn full_landlock_requirement_refuses_rather_than_running_weaker() {
     assert!(!o.status.success(), "wardend started: {log}");
     assert!(log.contains("full Landlock"), "{log}");
 }
+
+/// A write-tier command plants a nested repository whose hooks and config
+/// run code on the user's next `git` there (core.fsmonitor, a pre-commit
+/// hook, a gitfile pointing at an attacker-made git dir — the "malicious
+/// nested repository" class of CVE-2024-32002). The daemon quarantines
+/// each planted control path after the command (renamed `*.warden-blocked`,
+/// reported on stderr and in the `exec_end` audit record), so the user's
+/// own `git status` / `git commit` there runs nothing; a nested repository
+/// made the ordinary way (`git init`, `git config user.name`) is untouched.
+#[test]
+fn nested_git_hooks_and_config_planted_by_a_command_are_quarantined() {
+    let d = daemon(&[], &[]);
+    let pol = policy(d.dir.path(), "");
+    let ws = workspace();
+    let host = tempfile::Builder::new()
+        .prefix("wd-nested-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let pwned = host.path().join("pwned");
+    let script = format!(
+        r#"set -e
+        git init -q evil && git init -q clean && git init -q other
+        printf '#!/bin/sh\ntouch {p}.hook\n' > evil/.git/hooks/pre-commit
+        chmod +x evil/.git/hooks/pre-commit
+        git -C evil config core.fsmonitor 'touch {p}.fsmonitor; false'
+        git -C clean config user.name agent
+        git -C clean config user.email agent@example.com
+        mkdir -p gitfile evilgit/hooks
+        cp -r other/.git/. evilgit/
+        printf '#!/bin/sh\ntouch {p}.gitfile\n' > evilgit/hooks/pre-commit
+        chmod +x evilgit/hooks/pre-commit
+        echo 'gitdir: ../evilgit' > gitfile/.git
+        echo planted"#,
+        p = pwned.display()
+    );
+    let o = exec(&d, ws.path(), &pol, &script);
+    let evs = events(&o);
+    assert_eq!(o.status.code(), Some(0), "{evs:?}");
+    assert!(stdout_of(&evs).contains("planted"));
+    let err = stderr_of(&evs);
+    assert!(err.contains("quarantined"), "{err}");
+    let w = ws.path();
+    assert!(!w.join("evil/.git/hooks/pre-commit").exists());
+    assert!(w.join("evil/.git/hooks/pre-commit.warden-blocked").exists());
+    assert!(!w.join("evil/.git/config").exists());
+    assert!(!w.join("gitfile/.git").exists());
+    // The ordinary nested repositories keep their config and samples.
+    assert!(w.join("clean/.git/config").exists());
+    assert!(w.join("clean/.git/hooks/pre-commit.sample").exists());
+    let end = exec_ends(&d);
+    let q = end.last().unwrap()["detail"]["nested_git_quarantined"].clone();
+    let mut q: Vec<String> = serde_json::from_value(q).unwrap();
+    q.sort();
+    assert_eq!(
+        q,
+        [
+            "evil/.git/config",
+            "evil/.git/hooks/pre-commit",
+            "gitfile/.git"
+        ]
+    );
+    // The user's own git in those directories runs nothing planted.
+    for dir in ["evil", "gitfile", "clean"] {
+        let dir = w.join(dir);
+        std::fs::write(dir.join("f"), "x").unwrap();
+        let g = |args: &[&str]| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(&dir)
+                .args(["-c", "user.name=u", "-c", "user.email=u@e"])
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        g(&["status"]);
+        g(&["add", "f"]);
+        g(&["commit", "-qm", "x"]);
+    }
+    for what in ["hook", "fsmonitor", "gitfile"] {
+        let m = PathBuf::from(format!("{}.{what}", pwned.display()));
+        assert!(!m.exists(), "planted {what} ran on the host");
+    }
+}

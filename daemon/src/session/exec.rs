@@ -353,6 +353,16 @@ impl SessionManager {
                 &session.policy.file.sandbox.all_protected(),
             )
         };
+        // Nested git repositories' hooks and config, fingerprinted now so
+        // that what the command plants there is quarantined after it.
+        let nested_before = if profile == Profile::SafeRead {
+            None
+        } else {
+            let ws = session.workspace.clone();
+            tokio::task::spawn_blocking(move || super::nested_git::scan(&ws))
+                .await
+                .ok()
+        };
         let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
             .await;
@@ -372,6 +382,10 @@ impl SessionManager {
             }
             _ => None,
         };
+        let (quarantined, nested_note) = match nested_before {
+            Some(before) => self.quarantine_nested_git(&session, before).await,
+            None => (Vec::new(), None),
+        };
         let end = match &result {
             Ok(s) => serde_json::json!({
                 "code": s.code,
@@ -383,6 +397,7 @@ impl SessionManager {
                 "redactions": s.redactions,
                 "landlock": s.landlock.map(|l| l.as_str()),
                 "refusal": s.refusal,
+                "nested_git_quarantined": quarantined,
             }),
             Err(e) => serde_json::json!({"error": e.to_string()}),
         };
@@ -399,6 +414,9 @@ impl SessionManager {
                     .into_bytes(),
                 ))
                 .await;
+        }
+        if let Some(note) = nested_note {
+            let _ = tx.send(ExecEvent::Stderr(note.into_bytes())).await;
         }
         if let Some(k) = &call {
             let (ok, result) = match &result {
@@ -528,6 +546,51 @@ impl SessionManager {
             landlock: Some(child.landlock),
             ..Default::default()
         })
+    }
+}
+
+impl SessionManager {
+    /// Scans nested git repositories again after a command and quarantines
+    /// the control paths it created or changed ([`super::nested_git`]).
+    /// Returns what was quarantined and the note for the command's stderr.
+    async fn quarantine_nested_git(
+        &self,
+        session: &Session,
+        before: super::nested_git::Scan,
+    ) -> (Vec<String>, Option<String>) {
+        let ws = session.workspace.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            let after = super::nested_git::scan(&ws);
+            let (done, failed) = super::nested_git::quarantine(&ws, &before, &after);
+            (done, failed, before.incomplete || after.incomplete)
+        })
+        .await;
+        let Ok((done, failed, incomplete)) = r else {
+            return (Vec::new(), None);
+        };
+        let mut note = String::new();
+        if !done.is_empty() {
+            tracing::warn!(session = %session.id, ?done, "quarantined nested git hooks/config the command created or changed");
+            note.push_str(&format!(
+                "\n[warden: quarantined {} (renamed *{}): git hooks/config of nested repositories that the command created or changed would run code on your next git command]\n",
+                done.join(", "),
+                super::nested_git::QUARANTINE_SUFFIX
+            ));
+        }
+        for (p, e) in &failed {
+            tracing::error!(session = %session.id, path = %p, "could not quarantine a nested git control path: {e}");
+            note.push_str(&format!(
+                "\n[warden: WARNING: could not quarantine {p} ({e}); inspect it before running git there]\n"
+            ));
+        }
+        if incomplete {
+            tracing::warn!(session = %session.id, "workspace too large to scan for nested git repositories");
+            note.push_str(&format!(
+                "\n[warden: WARNING: the workspace has over {} entries; nested git repositories were not fully checked]\n",
+                super::nested_git::MAX_SCAN_ENTRIES
+            ));
+        }
+        (done, (!note.is_empty()).then_some(note))
     }
 }
 

@@ -9,6 +9,7 @@ mod approve;
 mod checkpoints;
 pub mod exec;
 pub mod journal;
+pub mod nested_git;
 pub mod resume;
 
 pub use approve::FileToolCall;

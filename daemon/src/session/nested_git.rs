@@ -1,0 +1,393 @@
+//! Nested git repositories planted by a command.
+//!
+//! The sandbox keeps the workspace's own `.git/hooks`, `.git/config` (and
+//! the files that redirect git) read-only, but a write-tier command can
+//! create or change a *nested* repository — `sub/.git/hooks/pre-commit`,
+//! `sub/.git/config` with `core.fsmonitor = evil`, a gitfile `sub/.git`
+//! pointing at a directory of its own — and the user's next `git status` in
+//! `sub/` runs that code outside every sandbox (the class of git's own
+//! CVE-2024-32002 and of "malicious repository" hook attacks).
+//!
+//! Treatment (fail closed, nothing deleted): the daemon fingerprints every
+//! *git control path* of nested repositories before the command
+//! ([`scan`]) and again after it; each control path the command created or
+//! changed is **quarantined** — renamed to `NAME.warden-blocked`, which git
+//! never reads — unless it is provably inert:
+//! - `hooks/*.sample` and `hooks/*.warden-blocked` files (git runs hooks by
+//!   exact name only);
+//! - a `config` whose every line is a key of [`SAFE_CONFIG_KEYS`] (what
+//!   `git init`, `git clone`, `git remote add`, `git config user.*` write).
+//!
+//! Control paths of a nested git dir `D` (any entry named `.git` below the
+//! workspace root, the root's own `.git` excluded): `D` itself when it is a
+//! file (gitfile) or a symlink; else `D/config`, `D/config.worktree`,
+//! `D/commondir`, `D/hooks` when it is not a real directory, and every entry
+//! of `D/hooks`. Fingerprints are (device, inode, size, mtime, ctime): a
+//! command cannot write a file and restore its ctime.
+//!
+//! Not covered (documented in docs/sandbox.md): a bare repository laid out
+//! directly in a directory (`HEAD`, `objects/`, `refs/`, `config` without a
+//! `.git`), which git discovers too unless `safe.bareRepository=explicit`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Most directory entries one scan visits; past it the scan stops and says
+/// so (the caller reports it).
+pub const MAX_SCAN_ENTRIES: usize = 1_000_000;
+
+/// Suffix given to a quarantined control path.
+pub const QUARANTINE_SUFFIX: &str = ".warden-blocked";
+
+/// `section.key` pairs (lowercase; `*` is any subsection) a nested
+/// repository's `config` may hold and stay in place. None of them makes git
+/// run a program.
+pub const SAFE_CONFIG_KEYS: &[&str] = &[
+    "core.repositoryformatversion",
+    "core.filemode",
+    "core.bare",
+    "core.logallrefupdates",
+    "core.ignorecase",
+    "core.precomposeunicode",
+    "core.symlinks",
+    "core.autocrlf",
+    "core.eol",
+    "extensions.objectformat",
+    "extensions.refstorage",
+    "init.defaultbranch",
+    "user.name",
+    "user.email",
+    "remote.*.url",
+    "remote.*.pushurl",
+    "remote.*.fetch",
+    "remote.*.tagopt",
+    "remote.*.prune",
+    "remote.*.mirror",
+    "branch.*.remote",
+    "branch.*.merge",
+    "branch.*.rebase",
+    "branch.*.pushremote",
+    "pull.rebase",
+    "pull.ff",
+    "push.default",
+    "fetch.prune",
+    "submodule.*.url",
+    "submodule.*.active",
+];
+
+/// (device, inode, size, mtime ns, ctime ns).
+type Fingerprint = (u64, u64, u64, i128, i128);
+
+/// Git control paths of nested repositories, relative to the workspace root,
+/// with their fingerprints.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Scan {
+    pub paths: BTreeMap<PathBuf, Fingerprint>,
+    /// The scan stopped at [`MAX_SCAN_ENTRIES`].
+    pub incomplete: bool,
+}
+
+fn fingerprint(m: &std::fs::Metadata) -> Fingerprint {
+    (
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+    )
+}
+
+/// Walks `root` (never following symlinks, not entering the root's own
+/// `.git` nor any nested git dir beyond its control paths) and fingerprints
+/// every nested git control path.
+pub fn scan(root: &Path) -> Scan {
+    let mut out = Scan::default();
+    let mut seen = 0usize;
+    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > MAX_SCAN_ENTRIES {
+                out.incomplete = true;
+                return out;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            let child = rel.join(&name);
+            if name == ".git" {
+                if rel.as_os_str().is_empty() {
+                    continue; // the workspace's own: protected by the sandbox
+                }
+                control_paths(root, &child, ft.is_dir(), &mut out);
+            } else if ft.is_dir() {
+                stack.push(child);
+            }
+        }
+    }
+    out
+}
+
+fn control_paths(root: &Path, gitdir: &Path, is_dir: bool, out: &mut Scan) {
+    let mut add = |rel: PathBuf| {
+        if let Ok(m) = std::fs::symlink_metadata(root.join(&rel)) {
+            out.paths.insert(rel, fingerprint(&m));
+        }
+    };
+    if !is_dir {
+        add(gitdir.to_path_buf());
+        return;
+    }
+    for f in ["config", "config.worktree", "commondir"] {
+        add(gitdir.join(f));
+    }
+    let hooks = gitdir.join("hooks");
+    match std::fs::symlink_metadata(root.join(&hooks)) {
+        Ok(m) if m.is_dir() => {
+            if let Ok(rd) = std::fs::read_dir(root.join(&hooks)) {
+                for e in rd.flatten() {
+                    add(hooks.join(e.file_name()));
+                }
+            }
+        }
+        Ok(_) => add(hooks),
+        Err(_) => {}
+    }
+}
+
+/// Whether a created or changed control path may stay: a hook sample, or a
+/// config holding only [`SAFE_CONFIG_KEYS`].
+fn inert(root: &Path, rel: &Path) -> bool {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let parent = rel
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str());
+    let Ok(m) = std::fs::symlink_metadata(root.join(rel)) else {
+        return true; // gone again
+    };
+    if !m.is_file() {
+        return false;
+    }
+    if parent == Some("hooks") {
+        // Git runs hooks by exact name only.
+        return name.ends_with(".sample") || name.ends_with(QUARANTINE_SUFFIX);
+    }
+    if name == "config" && parent == Some(".git") {
+        return std::fs::read(root.join(rel))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .is_some_and(|s| config_is_safe(&s));
+    }
+    false
+}
+
+/// True when every line of a git config is blank, a comment, a plain
+/// section header, or a `key = value` whose `section.key` is in
+/// [`SAFE_CONFIG_KEYS`]. Anything else (includes, continuation lines,
+/// unknown keys, odd syntax) is unsafe: the parser only needs to be right
+/// about what it accepts.
+pub fn config_is_safe(text: &str) -> bool {
+    let mut section: Option<(String, bool)> = None; // (name, has subsection)
+    for line in text.lines() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') || l.starts_with(';') {
+            continue;
+        }
+        if l.ends_with('\\') {
+            return false;
+        }
+        if let Some(h) = l.strip_prefix('[') {
+            let Some(h) = h.strip_suffix(']') else {
+                return false;
+            };
+            let (name, sub) = match h.split_once(' ') {
+                Some((n, s)) => {
+                    let s = s.trim();
+                    if !(s.len() >= 2 && s.starts_with('"') && s.ends_with('"')) {
+                        return false;
+                    }
+                    (n, true)
+                }
+                None => (h, false),
+            };
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return false;
+            }
+            section = Some((name.to_ascii_lowercase(), sub));
+            continue;
+        }
+        let Some((sec, sub)) = &section else {
+            return false;
+        };
+        let key = l.split_once('=').map(|(k, _)| k).unwrap_or(l).trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return false;
+        }
+        let full = format!(
+            "{sec}.{}{}",
+            if *sub { "*." } else { "" },
+            key.to_ascii_lowercase()
+        );
+        if !SAFE_CONFIG_KEYS.contains(&full.as_str()) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Quarantines every control path that is in `after` but not in `before`
+/// or whose fingerprint changed, unless it is inert. Renames go through a
+/// capability on the workspace root (never following a symlink out of it).
+/// Returns the quarantined paths (relative) and the ones that could not be
+/// quarantined, with the reason.
+pub fn quarantine(
+    root: &Path,
+    before: &Scan,
+    after: &Scan,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    let changed: Vec<&PathBuf> = after
+        .paths
+        .iter()
+        .filter(|(p, fp)| before.paths.get(*p) != Some(*fp))
+        .map(|(p, _)| p)
+        .filter(|p| !inert(root, p))
+        .collect();
+    if changed.is_empty() {
+        return (done, failed);
+    }
+    let dir = match cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) {
+        Ok(d) => d,
+        Err(e) => {
+            for p in changed {
+                failed.push((p.display().to_string(), e.to_string()));
+            }
+            return (done, failed);
+        }
+    };
+    for p in changed {
+        let mut to = p.as_os_str().to_owned();
+        to.push(QUARANTINE_SUFFIX);
+        let to = PathBuf::from(to);
+        if dir.symlink_metadata(&to).is_ok() {
+            let _ = if dir.symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
+                dir.remove_dir_all(&to)
+            } else {
+                dir.remove_file(&to)
+            };
+        }
+        match dir.rename(p, &dir, &to) {
+            Ok(()) => done.push(p.display().to_string()),
+            Err(e) => failed.push((p.display().to_string(), e.to_string())),
+        }
+    }
+    (done, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_allowlist() {
+        let init = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+        assert!(config_is_safe(init));
+        let clone = format!(
+            "{init}[remote \"origin\"]\n\turl = https://example.com/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[user]\n\temail = a@b\n"
+        );
+        assert!(config_is_safe(&clone));
+        for bad in [
+            "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+            "[core]\n\thooksPath = ../evil\n",
+            "[core]\n\tsshCommand = sh -c evil\n",
+            "[include]\n\tpath = ../evil.cfg\n",
+            "[includeIf \"gitdir:/\"]\n\tpath = x\n",
+            "[filter \"lfs\"]\n\tclean = evil\n",
+            "[alias]\n\tst = !evil\n",
+            "[remote \"o\"]\n\tuploadpack = evil\n",
+            "[submodule \"s\"]\n\tupdate = !evil\n",
+            "[core]\n\tfilemode = true \\\n\tfsmonitor = evil\n",
+            "fsmonitor = evil\n",
+            "[core.x]\nbare = false\n",
+            "[core] fsmonitor = evil\n",
+        ] {
+            assert!(!config_is_safe(bad), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn created_and_changed_control_paths_are_quarantined() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let w = |p: &str, c: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, c).unwrap();
+        };
+        w(".git/hooks/pre-commit", "top-level: not ours");
+        w("old/.git/config", "[core]\n\tfsmonitor = users-own\n");
+        w("old/.git/hooks/pre-push", "users own hook");
+        w("keep/.git/config", "[core]\n\tbare = false\n");
+        let before = scan(root);
+        assert!(!before.incomplete);
+        // The command plants things.
+        w("new/.git/hooks/post-checkout", "evil");
+        w("new/.git/hooks/pre-commit.sample", "inert");
+        w("new/.git/config", "[core]\n\tbare = false\n");
+        w("new2/deep/.git/config", "[core]\n\tfsmonitor = evil\n");
+        w("link/.git", "gitdir: ../evilgitdir\n");
+        w("old/.git/hooks/pre-commit", "evil");
+        w(
+            "keep/.git/config",
+            "[core]\n\tbare = false\n[user]\n\tname = agent\n",
+        );
+        w(".git/hooks/post-merge", "top-level: the sandbox's job");
+        let after = scan(root);
+        let (mut done, failed) = quarantine(root, &before, &after);
+        done.sort();
+        assert!(failed.is_empty(), "{failed:?}");
+        assert_eq!(
+            done,
+            [
+                "link/.git",
+                "new/.git/hooks/post-checkout",
+                "new2/deep/.git/config",
+                "old/.git/hooks/pre-commit",
+            ]
+        );
+        assert!(root
+            .join("new/.git/hooks/post-checkout.warden-blocked")
+            .exists());
+        assert!(!root.join("new/.git/hooks/post-checkout").exists());
+        // Untouched pre-existing paths and inert ones stay.
+        assert!(root.join("old/.git/config").exists());
+        assert!(root.join("old/.git/hooks/pre-push").exists());
+        assert!(root.join("new/.git/config").exists());
+        assert!(root.join("new/.git/hooks/pre-commit.sample").exists());
+        assert!(root.join("keep/.git/config").exists());
+        assert!(root.join(".git/hooks/post-merge").exists());
+        // A second scan finds nothing new to do.
+        let again = scan(root);
+        assert!(quarantine(root, &after, &again).0.is_empty());
+    }
+
+    #[test]
+    fn symlinked_hooks_dir_is_quarantined_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("evil")).unwrap();
+        std::fs::write(root.join("evil/pre-commit"), "x").unwrap();
+        std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+        let before = scan(root);
+        std::os::unix::fs::symlink("../../evil", root.join("sub/.git/hooks")).unwrap();
+        let after = scan(root);
+        let (done, _) = quarantine(root, &before, &after);
+        assert_eq!(done, ["sub/.git/hooks"]);
+        assert!(root.join("evil/pre-commit").exists());
+    }
+}
