@@ -472,13 +472,13 @@ fn crash_loop_never_leaves_a_half_checkpoint() {
     );
 }
 
-// Flaky (about half the runs on a loaded machine): after kill -9 of the
-// daemon mid-step and a restart, a forced rollback to the newest checkpoint
-// sometimes leaves files differing from it — either the killed command
-// outlives the daemon for a moment, or rollback misses paths. Open bug,
-// named in the issue's closing note; run with `--ignored` to reproduce.
+/// Kills the daemon (SIGKILL) at a different instant of each round: during
+/// the pre-checkpoint, the command, the post-checkpoint; after a restart
+/// every checkpoint is whole and a forced rollback to the newest one makes
+/// the workspace equal to its snapshot. (This was flaky until the
+/// namespace init kept its parent-death signal across its setresuid as
+/// root: the killed daemon's command went on writing after the rollback.)
 #[test]
-#[ignore = "flaky: rollback after a daemon kill sometimes leaves files differing (open bug, issue 6)"]
 fn daemon_killed_during_steps_leaves_only_whole_checkpoints() {
     let mut d = Daemon::start_with(&["--policy", "ci"]);
     let ws_dir = workspace();

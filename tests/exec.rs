@@ -809,3 +809,64 @@ fn created_protected_paths_are_removed_after_the_command() {
     assert_ne!(out.status.code(), Some(0));
     assert!(!ws.path().join(".git/commondir").exists());
 }
+
+/// Pids of processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// A command running when the daemon is SIGKILLed dies with it (the
+/// helper's and the namespace init's parent-death signal; the init's
+/// survived its own setresuid as root, issue 6's crash flake), so a
+/// restarted daemon never races a command of the old one.
+#[test]
+fn a_running_command_dies_with_a_killed_daemon() {
+    let mut d = Daemon::start();
+    let ws = workspace();
+    // Unique per run, so parallel suites cannot match each other's.
+    let secs = format!("{}.{}", 3000 + std::process::id() % 1000, line!());
+    let script = format!("touch started && exec sleep {secs}");
+    let mut cli = d
+        .warden()
+        .args([
+            "exec",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            "--",
+            &script,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pids_running(&["sleep", &secs]).is_empty() {
+        assert!(Instant::now() < deadline, "the command never started");
+        assert!(cli.try_wait().unwrap().is_none(), "the CLI ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ws.path().join("started").exists());
+    d.kill9();
+    let _ = cli.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = pids_running(&["sleep", &secs]);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the command (pids {left:?}) outlived the killed daemon by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -683,10 +683,14 @@ impl CheckpointStore {
             let mut current_arc = Arc::new(current);
             if do_files {
                 if current_arc.root != latest.snapshot.root {
+                    // Both ends of a rename drifted: the source must come
+                    // back as well as the destination go.
                     let drift: Vec<String> =
                         changes::diff(&latest.snapshot.entries, &current_arc.entries)
                             .into_iter()
-                            .map(|c| c.path)
+                            .flat_map(|c| std::iter::once(c.path).chain(c.from_path))
+                            .collect::<BTreeSet<String>>()
+                            .into_iter()
                             .collect();
                     if !opts.force {
                         return Err(CheckpointError::Drift {

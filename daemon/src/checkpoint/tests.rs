@@ -360,6 +360,45 @@ fn drift_refuses_unless_forced_and_forced_rollback_is_undoable() {
 }
 
 #[test]
+fn forced_rollback_over_a_drifted_rename_restores_the_source() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "content that moves");
+    fx.write("keep.txt", "k");
+    let (_pre, post) = fx.step("s1", |ws| fs::write(ws.join("keep.txt"), "k2").unwrap());
+    // Outside any step: a rename (same content, so the change set pairs it).
+    fs::rename(fx.ws().join("a.txt"), fx.ws().join("b.txt")).unwrap();
+    let err = fx
+        .store
+        .rollback(&post.id, &RollbackOptions::default())
+        .unwrap_err();
+    match &err {
+        CheckpointError::Drift { paths, .. } => {
+            assert_eq!(paths, &vec!["a.txt".to_string(), "b.txt".to_string()])
+        }
+        e => panic!("expected drift, got {e}"),
+    }
+    let r = fx
+        .store
+        .rollback(
+            &post.id,
+            &RollbackOptions {
+                files: true,
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(r.not_restored.is_empty(), "{r:?}");
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("a.txt")).unwrap(),
+        "content that moves"
+    );
+    assert!(!fx.ws().join("b.txt").exists());
+    let now = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(now.root, fx.store.load_snapshot(&post.id).unwrap().root);
+}
+
+#[test]
 fn rollback_leaves_paths_no_step_changed() {
     let fx = Fixture::new();
     fx.write("a.txt", "v1");

@@ -149,10 +149,6 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     }
     drop(io.sync_rd);
     super::helper::trace("child: go");
-    // SAFETY: prctl with constant arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    }
     let srcs = match mounts::open_sources(&plan.ops) {
         Ok(s) => s,
         Err((stage, m)) => fail(setup, stage, &m),
@@ -168,6 +164,20 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
         if !ok {
             fail(setup, "userns", &os_err("setresuid"));
         }
+    }
+    // Die with the helper. Set only now: a change of effective uid/gid
+    // (the setres*id above) clears the parent-death signal (prctl(2),
+    // PR_SET_PDEATHSIG). A helper that died before this call sent no
+    // signal; it closed its end of the exit pipe first (exit_files runs
+    // before exit_notify), so check that end once now, and keep watching
+    // it while the command runs (see `wait_command`).
+    // SAFETY: prctl with constant arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    if helper_gone(io.exit_wr.as_raw_fd()) {
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(0) }
     }
     if let Err(e) = nix::unistd::sethostname("warden") {
         fail(setup, "uts", &format!("sethostname: {e}"));
@@ -222,21 +232,83 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
     }
+    wait_command(pid, io.exit_wr.as_raw_fd())
+}
+
+/// True when the helper's read end of the exit pipe `exit_wr` is closed
+/// (the helper exited): poll(2) reports `POLLERR` on a pipe's write end
+/// once no reader is left. Does not wait.
+fn helper_gone(exit_wr: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: exit_wr,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// Init's last job: reap until the command (`pid`) exits, then write its
+/// wait status on `exit_wr` and exit, which ends the pid namespace (the
+/// kernel kills everything left in it). Exits at once when the helper is
+/// gone, so no command outlives the daemon even if the parent-death signal
+/// was missed. SIGCHLD (blocked since the helper's start) interrupts the
+/// poll through a signalfd.
+fn wait_command(pid: libc::pid_t, exit_wr: RawFd) -> ! {
+    // SAFETY: signal mask manipulation in this single-threaded process.
+    let sfd = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    };
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid on any child.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r == pid {
-            let bytes = status.to_le_bytes();
-            // SAFETY: writing 4 bytes from a stack buffer.
-            unsafe { libc::write(io.exit_wr.as_raw_fd(), bytes.as_ptr().cast(), 4) };
-            // Exiting ends the pid namespace: the kernel kills the rest.
+        loop {
+            let mut status = 0;
+            // SAFETY: non-blocking waitpid on any child.
+            let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if r == pid {
+                let bytes = status.to_le_bytes();
+                // SAFETY: writing 4 bytes from a stack buffer.
+                unsafe { libc::write(exit_wr, bytes.as_ptr().cast(), 4) };
+                // SAFETY: _exit is always safe.
+                unsafe { libc::_exit(0) }
+            }
+            if r == 0 {
+                break;
+            }
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                // SAFETY: _exit is always safe.
+                unsafe { libc::_exit(0) }
+            }
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: exit_wr,
+                events: 0,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // Without a signalfd, wake up now and then to reap.
+        let timeout = if sfd < 0 { 50 } else { -1 };
+        // SAFETY: valid pollfd array (a negative fd is ignored by poll).
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        if n > 0 && fds[0].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+            // The helper (so the daemon) is gone: end the namespace.
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(0) }
         }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            // SAFETY: _exit is always safe.
-            unsafe { libc::_exit(0) }
+        if sfd >= 0 && fds[1].revents != 0 {
+            let mut buf = [0u8; 128];
+            // SAFETY: draining the signalfd into a stack buffer.
+            while unsafe { libc::read(sfd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
         }
     }
 }
