@@ -256,14 +256,7 @@ fn helper_gone(exit_wr: RawFd) -> bool {
 /// was missed. SIGCHLD (blocked since the helper's start) interrupts the
 /// poll through a signalfd.
 fn wait_command(pid: libc::pid_t, exit_wr: RawFd) -> ! {
-    // SAFETY: signal mask manipulation in this single-threaded process.
-    let sfd = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
-    };
+    let sfd = super::helper::sigchld_fd();
     loop {
         loop {
             let mut status = 0;

@@ -158,17 +158,23 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
     h.serve()
 }
 
+/// Blocks SIGCHLD and returns a non-blocking signalfd(2) for it (-1 on
+/// failure). Only for a single-threaded process (the helper, an init).
+pub(crate) fn sigchld_fd() -> RawFd {
+    // SAFETY: signal mask manipulation in a single-threaded process.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    }
+}
+
 impl Helper {
     fn serve(&mut self) -> ! {
         // SIGCHLD through a signalfd, so one poll(2) waits for both.
-        // SAFETY: signal mask manipulation in a single-threaded process.
-        let sfd = unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGCHLD);
-            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
-        };
+        let sfd = sigchld_fd();
         if sfd < 0 {
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(1) }
