@@ -8,6 +8,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::awk::awk_program_risk;
 use super::opts::{first_operand, long_is, scan, Opt, Spec};
 use super::shell::{env_var_risk, Analyzer, Word, MAX_DEPTH};
 use super::{ClassifyContext, Tier};
@@ -949,9 +950,18 @@ fn env_cmd(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
                 None => return v.fail("env -S: string with expansions or escapes: not classified"),
             }
         }
-        if matches!(t, "-u" | "--unset" | "-C" | "--chdir") {
+        if matches!(t, "--unset" | "--chdir") {
             i += 2;
             continue;
+        }
+        // short clusters: `-iu NAME`, `-uNAME`, `-vC DIR` (a value-taking
+        // `u`/`C` takes the rest of the word, or the next word)
+        if !t.starts_with("--") && t.len() > 1 && t.starts_with('-') {
+            if let Some(pos) = t[1..].find(['u', 'C']) {
+                if pos + 2 == t.len() {
+                    i += 1;
+                }
+            }
         }
         if t.starts_with('-') && t.len() > 1 {
             i += 1;
@@ -1030,12 +1040,10 @@ fn split_env_s(s: &str) -> Option<Vec<Word>> {
 fn xargs(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
     let spec = Spec::new(
         "adEILnPs",
+        // `--eof[=E]`, `--replace[=R]`, `--max-lines[=N]` take a value only with `=`
         &[
             "arg-file",
             "delimiter",
-            "eof",
-            "replace",
-            "max-lines",
             "max-args",
             "max-procs",
             "max-chars",
@@ -1048,7 +1056,31 @@ fn xargs(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
         Ok(None) => v.note("xargs: runs echo"),
         Ok(Some(i)) => {
             v.note("xargs: runs the command with arguments read from input");
-            let mut inner: Vec<Word> = args[i..].to_vec();
+            // `-I R` / `-i[R]` / `--replace[=R]`: every argument holding R
+            // gets input text spliced in (`sh -c 'echo {}'` runs the input)
+            let mut replace: Option<&str> = None;
+            for o in scan(&args[..i], &spec) {
+                match o {
+                    Opt::Short('I', r) => replace = r,
+                    Opt::Short('i', _) => {
+                        // `-i[R]`: R is the rest of its cluster
+                        let t = args[..i]
+                            .iter()
+                            .filter(|w| !w.text.starts_with("--"))
+                            .find_map(|w| w.text.split_once('i').map(|(_, r)| r))
+                            .unwrap_or("");
+                        replace = Some(if t.is_empty() { "{}" } else { t });
+                    }
+                    Opt::Long(n, r) if long_is(n, "replace") && n.len() >= 2 => {
+                        replace = Some(r.unwrap_or("{}"))
+                    }
+                    _ => {}
+                }
+            }
+            let mut inner: Vec<Word> = match replace.filter(|r| !r.is_empty()) {
+                Some(r) => spliced(&args[i..], &[r], |_| true),
+                None => args[i..].to_vec(),
+            };
             inner.push(Word {
                 text: "<arguments from input>".into(),
                 dynamic: true,
@@ -1624,100 +1656,10 @@ fn sed(ctx: &ClassifyContext, v: &mut Verdict, args: &[Word]) {
     }
 }
 
-/// Why an awk program is not read-only: `system`, pipes, output
-/// redirection, `@load`/`@include`. Conservative: string contents are
-/// skipped, regex literals are skipped when they start an expression.
-pub fn awk_program_risk(p: &str) -> Option<&'static str> {
-    let b = p.as_bytes();
-    let n = b.len();
-    let mut i = 0;
-    let mut in_print = false;
-    let mut last_sig: u8 = b'{';
-    while i < n {
-        let c = b[i];
-        match c {
-            b'"' => {
-                i += 1;
-                while i < n && b[i] != b'"' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                last_sig = b'"';
-            }
-            b'/' if matches!(
-                last_sig,
-                b'(' | b','
-                    | b'~'
-                    | b'!'
-                    | b'&'
-                    | b'|'
-                    | b'{'
-                    | b'}'
-                    | b';'
-                    | b'\n'
-                    | b':'
-                    | b'?'
-                    | b'='
-            ) =>
-            {
-                i += 1;
-                while i < n && b[i] != b'/' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                last_sig = b'/';
-            }
-            b'#' => {
-                while i < n && b[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'@' => return Some("awk `@load`/`@include` loads code"),
-            b'|' => {
-                if i + 1 < n && b[i + 1] == b'|' {
-                    i += 1;
-                    last_sig = b'|';
-                } else {
-                    return Some("awk pipe runs a command");
-                }
-            }
-            b'>' => {
-                if in_print && !(i + 1 < n && b[i + 1] == b'=') {
-                    return Some("awk output redirection writes a file");
-                }
-                last_sig = b'>';
-            }
-            b';' | b'\n' | b'{' | b'}' => {
-                in_print = false;
-                last_sig = c;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let start = i;
-                while i < n && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-                let word = &p[start..i];
-                match word {
-                    "system" => return Some("awk `system()` runs a command"),
-                    "print" | "printf" => in_print = true,
-                    _ => {}
-                }
-                last_sig = b'a';
-                continue;
-            }
-            b' ' | b'\t' => {}
-            _ => last_sig = c,
-        }
-        i += 1;
-    }
-    None
-}
-
+/// awk, gawk, mawk, nawk, busybox awk (options: the GNU Awk manual,
+/// "Command-Line Options"; mawk(1)). Read-only only when every option is
+/// known and every program text is proven side-effect free
+/// ([`awk_program_risk`]); anything else is at least write.
 fn awk(_ctx: &ClassifyContext, v: &mut Verdict, name: &str, args: &[Word]) {
     let mut program: Vec<String> = Vec::new();
     let mut file_prog = false;
@@ -1726,17 +1668,17 @@ fn awk(_ctx: &ClassifyContext, v: &mut Verdict, name: &str, args: &[Word]) {
     while i < args.len() {
         let a = &args[i];
         let t = a.text.as_str();
+        if a.opaque() {
+            return v.fail(format!(
+                "{name}: argument only known at run time: not classified"
+            ));
+        }
         if t == "--" {
             i += 1;
             break;
         }
         if !t.starts_with('-') || t == "-" {
             break;
-        }
-        if a.opaque() {
-            return v.fail(format!(
-                "{name}: argument only known at run time: not classified"
-            ));
         }
         let (opt, attached) = if t.starts_with("--") {
             match t.split_once('=') {
@@ -1756,6 +1698,7 @@ fn awk(_ctx: &ClassifyContext, v: &mut Verdict, name: &str, args: &[Word]) {
                 | "-i"
                 | "-l"
                 | "-e"
+                | "-W"
                 | "--field-separator"
                 | "--assign"
                 | "--file"
@@ -1766,23 +1709,55 @@ fn awk(_ctx: &ClassifyContext, v: &mut Verdict, name: &str, args: &[Word]) {
         );
         let val = if takes && attached.is_none() {
             i += 1;
-            args.get(i).map(|w| w.text.as_str())
+            match args.get(i) {
+                Some(w) if w.opaque() => {
+                    return v.fail(format!(
+                        "{name} {opt}: value only known at run time: not classified"
+                    ))
+                }
+                Some(w) => Some(w.text.as_str()),
+                None => None,
+            }
         } else {
             attached
         };
         match opt {
+            "-F" | "-v" | "--field-separator" | "--assign" => {}
             "-f" | "--file" | "-E" | "--exec" => file_prog = true,
             "-i" | "--include" | "-l" | "--load" => {
                 v.raise(Tier::Write, format!("{name} {opt}: loads code"));
             }
             "-e" | "--source" => program.push(val.unwrap_or("").to_string()),
             "-S" | "--sandbox" => sandbox = true,
-            "-o" | "-p" | "-d" | "--pretty-print" | "--profile" | "--dump-variables"
-                if attached.is_some() =>
-            {
-                v.raise(Tier::Write, format!("{name} {opt}FILE: writes a file"));
+            "-W" if matches!(val, Some("version" | "v" | "usage" | "help")) => {
+                return v.note(format!("{name} -W {}: prints version or help", val.unwrap_or("")));
             }
-            _ => {}
+            "-W" => v.raise(
+                Tier::Write,
+                format!("{name} -W {}: implementation-specific option (mawk `-W exec` runs a program file): at least write", val.unwrap_or("")),
+            ),
+            "-o" | "-p" | "-d" | "-D" | "--pretty-print" | "--profile" | "--dump-variables"
+            | "--debug" => {
+                v.raise(
+                    Tier::Write,
+                    format!("{name} {opt}: writes a file or starts the debugger"),
+                );
+            }
+            "--version" | "-V" | "--help" | "-h" | "--usage" | "--copyright" | "-C" => {
+                if args.len() == 1 {
+                    return v.note(format!("{name} {opt}: prints version or help"));
+                }
+            }
+            // flags that change only how the program is read or run
+            "-b" | "-c" | "-g" | "-M" | "-N" | "-n" | "-O" | "-P" | "-r" | "-s" | "-t"
+            | "-L" | "--characters-as-bytes" | "--traditional" | "--gen-pot"
+            | "--bignum" | "--use-lc-numeric" | "--non-decimal-data" | "--optimize"
+            | "--no-optimize" | "--posix" | "--re-interval" | "--lint" | "--lint-old"
+            | "--csv" | "-k" => {}
+            _ => v.raise(
+                Tier::Write,
+                format!("{name} {t}: unknown option: at least write"),
+            ),
         }
         i += 1;
     }
@@ -1793,8 +1768,22 @@ fn awk(_ctx: &ClassifyContext, v: &mut Verdict, name: &str, args: &[Word]) {
                     "{name}: program only known at run time: not classified"
                 ))
             }
-            Some(w) => program.push(w.text.clone()),
+            Some(w) => {
+                program.push(w.text.clone());
+                i += 1;
+            }
             None => return v.note(format!("{name}: no program")),
+        }
+    }
+    for w in &args[i.min(args.len())..] {
+        if w.text.starts_with("/inet") {
+            v.raise(
+                Tier::Network,
+                format!(
+                    "{name} {}: gawk special file opens a network connection",
+                    w.text
+                ),
+            );
         }
     }
     if file_prog {
@@ -1842,7 +1831,11 @@ fn find(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
                     return v.fail(format!("find {what} without a command: not classified"));
                 }
                 v.note(format!("find {what}: classified the command it runs"));
-                classify(an, v, &args[start..j], depth + 1);
+                // a `{}` inside a longer argument splices a file name into
+                // it (`sh -c 'cat {}'` runs file names as code); a whole `{}`
+                // is one path that starts with the starting point
+                let inner = spliced(&args[start..j], &["{}"], |t| t != "{}");
+                classify(an, v, &inner, depth + 1);
                 i = j + 1;
                 continue;
             }
@@ -1865,6 +1858,22 @@ fn find(an: &mut Analyzer, v: &mut Verdict, args: &[Word], depth: usize) {
     }
 }
 
+/// `words` with each word that holds one of `marks` (and passes `which`)
+/// marked as only known at run time: the command that runs them (find
+/// -exec, fd -x, xargs -I) splices input text in.
+fn spliced(words: &[Word], marks: &[&str], which: impl Fn(&str) -> bool) -> Vec<Word> {
+    words
+        .iter()
+        .map(|w| {
+            let mut w = w.clone();
+            if marks.iter().any(|m| w.text.contains(m)) && which(&w.text) {
+                w.dynamic = true;
+            }
+            w
+        })
+        .collect()
+}
+
 fn fd(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth: usize) {
     for (i, a) in args.iter().enumerate() {
         if a.opaque() {
@@ -1885,7 +1894,22 @@ fn fd(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth: usiz
                 ));
             }
             v.note(format!("{name} {}: classified the command it runs", a.text));
-            return classify(an, v, &rest[..end], depth + 1);
+            // fd hands paths over without a `./` prefix (a file named
+            // `--output=x` would be an option): every placeholder, or the
+            // appended path, is only known at run time
+            let marks = ["{}", "{/}", "{//}", "{.}", "{/.}"];
+            let mut inner = spliced(&rest[..end], &marks, |_| true);
+            if !rest[..end]
+                .iter()
+                .any(|w| marks.iter().any(|m| w.text.contains(m)))
+            {
+                inner.push(Word {
+                    text: "<path found>".into(),
+                    dynamic: true,
+                    ..Word::default()
+                });
+            }
+            return classify(an, v, &inner, depth + 1);
         }
         if a.text.starts_with("--exec") {
             return v.fail(format!("{name}: {}: not classified", a.text));

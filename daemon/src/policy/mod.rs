@@ -3,6 +3,7 @@
 //!
 //! This module parses and decides; it never spawns anything.
 
+mod awk;
 mod commands;
 mod opts;
 mod packages;
