@@ -785,3 +785,104 @@ fn cli_redacts_stdin_without_a_daemon() {
     assert_eq!(code, Some(125));
     assert!(String::from_utf8_lossy(&err).contains("redact"));
 }
+
+/// Vendor tokens glued to their surroundings (red-team round 2): every
+/// gitleaks `secret` whose bare value the redactor finds on its own is put
+/// in contexts where a `\b` word boundary fails (an underscore, a JSON
+/// `\n` escape, a percent-encoded byte, a letter) and in ordinary ones (a
+/// URL path, a trailing underscore). Prints recall per context and the
+/// rules that miss; asserts >= 99% for the escape, underscore and URL
+/// contexts. Tokens glued to a letter (before) or an underscore (after) are
+/// caught only for distinctive prefixes (`AKIA`, `sk_live_`, `glpat-`,
+/// JWTs): short or hex/base64-like ones (Twilio `SK`, `key-`, `hf_`, the
+/// base64 of a JWT) keep a boundary on purpose, since inside words and
+/// blobs they are mostly not tokens; those contexts assert a floor only
+/// (2026-11 values: 81.5% and 54.0%, against 69.4% and 4.9% with `\b`).
+#[test]
+fn glued_vendor_tokens_recall() {
+    let r = redactor();
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for row in read_jsonl("peer/gitleaks-vectors.jsonl") {
+        if row["label"] != "secret" {
+            continue;
+        }
+        let s = row["secret"].as_str().unwrap_or("").to_string();
+        // multi-line and spaced secrets (key blocks) have no "glued" form
+        if s.len() < 12 || s.contains(char::is_whitespace) || !seen.insert(s.clone()) {
+            continue;
+        }
+        if r.redact(&s).0.contains(s.as_str()) {
+            continue; // found only with its name (`api_key = ...`): not a vendor token
+        }
+        secrets.push((row["rule"].as_str().unwrap_or("?").to_string(), s));
+    }
+    assert!(
+        secrets.len() > 300,
+        "too few standalone tokens: {}",
+        secrets.len()
+    );
+    type Ctx = (&'static str, fn(&str) -> String, f64);
+    let contexts: [Ctx; 7] = [
+        ("underscore", |s| format!("export DEPLOY_{s}\n"), 0.99),
+        (
+            "json-escape",
+            |s| format!("{{\"log\": \"starting\\n{s}\\nok\"}}"),
+            0.99,
+        ),
+        (
+            "percent",
+            |s| format!("GET /cb?state=a%3D{s}%26b HTTP/1.1"),
+            0.99,
+        ),
+        (
+            "url-path",
+            |s| format!("https://api.example.com/v1/{s}/items"),
+            0.99,
+        ),
+        (
+            "trailing-underscore",
+            |s| format!("value {s}_backup\n"),
+            0.80,
+        ),
+        ("letter", |s| format!("x{s}\n"), 0.50),
+        ("base64-ish", |s| format!("Zm9v{s}==\n"), 0.50),
+    ];
+    let mut failed = Vec::new();
+    for (name, make, want) in contexts {
+        let mut caught = 0;
+        let mut misses: Vec<String> = Vec::new();
+        let mut missed_rules: std::collections::BTreeMap<&str, usize> = Default::default();
+        for (rule, s) in &secrets {
+            let text = make(s);
+            if !r.redact(&text).0.contains(s.as_str()) {
+                caught += 1;
+            } else {
+                *missed_rules.entry(rule.as_str()).or_default() += 1;
+                if misses.len() < 3 {
+                    misses.push(format!("[{rule}] {text:?}"));
+                }
+            }
+        }
+        let recall = caught as f64 / secrets.len() as f64;
+        println!(
+            "glued[{name}] = {caught}/{} = {:.2}%",
+            secrets.len(),
+            100.0 * recall
+        );
+        for m in &misses {
+            println!("  miss {m}");
+        }
+        if !missed_rules.is_empty() {
+            println!("  missed by rule: {missed_rules:?}");
+        }
+        if recall < want {
+            failed.push(format!(
+                "{name}: {:.2}% < {:.0}%",
+                100.0 * recall,
+                100.0 * want
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "glued recall too low: {failed:?}");
+}

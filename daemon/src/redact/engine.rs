@@ -239,10 +239,18 @@ impl Engine {
                     let Some(g) = caps.get(def.group) else {
                         continue;
                     };
+                    if !def.edges_ok(text, ws + g.start(), ws + g.end()) {
+                        continue;
+                    }
                     let whole = caps.get(0).map_or(g.start(), |m| m.start());
                     let (mut gs, mut ge) = (g.start(), g.end());
                     match def.post {
                         Post::None => {}
+                        Post::NotProse => {
+                            if !Post::not_prose(g.as_bytes()) {
+                                continue;
+                            }
+                        }
                         Post::NeedsDigit => {
                             if !g.as_bytes().iter().any(u8::is_ascii_digit) {
                                 continue;

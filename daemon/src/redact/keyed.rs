@@ -1314,6 +1314,11 @@ pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize, scanned: &mut usize) -
     if value.eq_ignore_ascii_case(key) {
         return None;
     }
+    // `name: Some words` in a message is prose (`cp: cannot create regular
+    // file 'token': Read-only file system`, `token: Permission denied`)
+    if !quoted && op == b":" && is_prose(text, ks, ve, value) {
+        return None;
+    }
     // a value that is itself the name of a secret (`secretKey: api-key`,
     // `passwordField: password_input`) refers to one, it is not one
     let name_like = value.iter().any(|b| matches!(b, b'_' | b'-' | b'.'))
@@ -1348,6 +1353,50 @@ pub(crate) fn parse_at(text: &[u8], ks: usize, ke: usize, scanned: &mut usize) -
         end: ve,
         rule,
     })
+}
+
+/// A word of prose: letters, with `-`, `'` or `/` inside (`Read-only`,
+/// `Input/output`, `can't`).
+fn is_plain_word(w: &[u8]) -> bool {
+    w.len() >= 2
+        && w[0].is_ascii_alphabetic()
+        && w[w.len() - 1].is_ascii_alphabetic()
+        && w.iter()
+            .all(|b| b.is_ascii_alphabetic() || matches!(b, b'-' | b'\'' | b'/'))
+}
+
+/// True when the unquoted value `value` (ending at `ve`) of a `name:` at
+/// `ks` reads as prose rather than a secret: a plain word followed on its
+/// line by another word (`Read-only file system`, `Permission denied`), an
+/// upper-case dictionary-like word that ends the line or sentence
+/// (`..._secret: REMOVED`), or, when other text precedes the name on its
+/// line (a message, not a config line), such a capitalised word
+/// (`... token: Unauthorized`).
+/// Secrets under such names are random strings, digits or symbols: those
+/// are still found.
+fn is_prose(text: &[u8], ks: usize, ve: usize, value: &[u8]) -> bool {
+    if !is_plain_word(value) {
+        return false;
+    }
+    let mut p = ve;
+    while p < text.len() && text[p] == b' ' {
+        p += 1;
+    }
+    if p > ve && p < text.len() && text[p].is_ascii_alphabetic() {
+        return true;
+    }
+    let line_start = text[..ks]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let message = text[line_start..ks]
+        .iter()
+        .any(|b| !(b.is_ascii_whitespace() || is_quote(*b) || matches!(b, b'-' | b'{' | b',')));
+    let ends = p >= text.len() || matches!(text[p], b'\n' | b'\r' | b'.' | b'!' | b'(' | b',');
+    let upper = value.iter().all(|b| !b.is_ascii_lowercase());
+    let capital =
+        value[0].is_ascii_uppercase() && value[1..].iter().all(|b| !b.is_ascii_uppercase());
+    ends && (upper || (message && capital)) && is_wordy(value)
 }
 
 fn has_spaces(v: &[u8]) -> bool {
@@ -1507,6 +1556,38 @@ mod tests {
             "privateaiToken = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"",
         ] {
             assert_eq!(find(t), None, "{t}");
+        }
+    }
+
+    /// Error messages and prose after a secret-looking name are not values
+    /// (the red team's `... 'token': Read-only file system`).
+    #[test]
+    fn prose_after_a_name_is_no_secret() {
+        for t in [
+            "cp: cannot create regular file 'token': Read-only file system",
+            "error: could not write password: Read-only file system",
+            "open secret.key: Read-only file system",
+            "Password: Read-only file system",
+            "ERROR secret_key: Permission denied",
+            "git@github.com token: Permission denied (publickey).",
+            "warning: unable to access 'credentials': Input/output error",
+            "error fetching token: Unauthorized",
+            "gnutls_session_get_master_secret: REMOVED",
+            "refresh of the access token: Expired.",
+        ] {
+            assert_eq!(find(t), None, "{t}");
+        }
+        for (t, want) in [
+            ("password: hunter2!673", "hunter2!673"),
+            ("Password: Tr0ub4dor&3 is what you typed", "Tr0ub4dor&3"),
+            ("token: ghx8Kd93JdkeLq0Z", "ghx8Kd93JdkeLq0Z"),
+            ("DB_PASSWORD=Permission denied", "Permission"),
+            ("password: sunshine", "sunshine"),
+            ("  password: Sunshine", "Sunshine"),
+            ("token: 'Read-only file system'", "Read-only file system"),
+            ("login failed, password: QzXvBnMkPl", "QzXvBnMkPl"),
+        ] {
+            assert_eq!(find(t).as_deref(), Some(want), "{t}");
         }
     }
 }

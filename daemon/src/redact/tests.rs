@@ -296,3 +296,94 @@ fn dense_keywords_stay_linear() {
         );
     }
 }
+
+/// Vendor tokens glued to `_`, an escape, a percent-encoded byte or (for
+/// distinctive prefixes) a letter are still found (red-team round 2: `\b`
+/// boundaries missed `xAKIA...`, `_sk_live_...`, `\nAKIA...`, `%3Dsk_...`).
+#[test]
+fn glued_vendor_tokens_are_found() {
+    let r = red();
+    let aws = "AKIAZ3MOWQ7R4NJ2XKPD";
+    let stripe = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
+    let twilio = "SK0123456789abcdef0123456789abcdef";
+    for (text, secret) in [
+        (format!("x{aws}"), aws),
+        (format!("export KEY_{aws}\n"), aws),
+        (format!("{{\"log\":\"a\\n{aws}\\n\"}}"), aws),
+        (format!("GET /cb?s=a%3D{aws}%26"), aws),
+        (format!("id={aws}_backup"), aws),
+        (format!("_{stripe}"), stripe),
+        (format!("x{stripe}"), stripe),
+        (format!("state=%22{stripe}%22"), stripe),
+        (format!("https://api.example.com/{stripe}/charges"), stripe),
+        (format!("\\t{twilio}"), twilio),
+        (format!("_{twilio}"), twilio),
+        (format!("%3D{twilio}"), twilio),
+        (format!("\\u0022{twilio}\\u0022"), twilio),
+    ] {
+        let (out, _) = r.redact(&text);
+        assert!(!out.contains(secret), "{text:?} -> {out:?}");
+    }
+    // short hex-like prefixes keep a boundary: inside words and identifiers
+    // they are mostly not tokens
+    for text in [
+        format!("TASK{}", &twilio[2..]),
+        format!("ASK{twilio}"),
+        format!("&hf_{}_h_prio", "servingcellpriorityparametersdescription"),
+        format!("{aws}Z"),
+    ] {
+        let (out, f) = r.redact(&text);
+        assert_eq!(out, text, "{f:?}");
+    }
+}
+
+/// Ordinary error messages and prose are not secrets, whatever file or
+/// key name they mention (red-team round 2: `... 'token': Read-only file
+/// system` was redacted); real assignments still are.
+#[test]
+fn error_messages_are_not_redacted() {
+    let r = red();
+    let names = [
+        "token",
+        "password",
+        "secret.key",
+        "api_key",
+        "cookie",
+        "credentials",
+    ];
+    let mut checked = 0;
+    for errno in 1..134 {
+        let msg = std::io::Error::from_raw_os_error(errno).to_string();
+        let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+        for name in names {
+            for text in [
+                format!("cp: cannot create regular file '{name}': {msg}"),
+                format!("open {name}: {msg}"),
+                format!("{name}: {msg}"),
+                format!("error: could not write {name}: {msg}"),
+                format!("Cookie: {msg}"),
+            ] {
+                let (out, f) = r.redact(&text);
+                assert_eq!(out, text, "{f:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 3000);
+    for text in [
+        "Certtool now accept --password for --key-info and encrypted keys.",
+        "it would have prompted, even if --password was given",
+    ] {
+        assert_eq!(r.redact(text).0, text);
+    }
+    for (text, secret) in [
+        ("password: hunter2!673", "hunter2!673"),
+        ("token: ghx8Kd93JdkeLq0Z", "ghx8Kd93JdkeLq0Z"),
+        ("DB_PASSWORD=Tr0ub4dor&3", "Tr0ub4dor&3"),
+        ("Cookie: session=8f3a9c2e71d4b6a0", "8f3a9c2e71d4b6a0"),
+        ("mysql --password Pa55w0rd-x db", "Pa55w0rd-x"),
+    ] {
+        let (out, _) = r.redact(text);
+        assert!(!out.contains(secret), "{text:?} -> {out:?}");
+    }
+}
