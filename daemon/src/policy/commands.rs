@@ -311,18 +311,18 @@ fn assigns_exec_var(name: &str, args: &[Word]) -> bool {
 /// with no option that writes or runs anything).
 #[rustfmt::skip]
 const READERS: &[&str] = &[
-    "ls", "dir", "vdir", "cat", "head", "tail", "wc", "du", "df", "stat", "file", "which",
+    "ls", "dir", "vdir", "cat", "head", "tail", "wc", "du", "df", "stat", "which",
     "whereis", "basename", "dirname", "realpath", "readlink", "whoami", "id", "groups", "uname",
     "nproc", "printenv", "nl", "tac", "rev", "cut", "tr", "paste", "column", "fold", "fmt",
     "expand", "unexpand", "comm", "join", "cmp", "diff", "diff3", "md5sum", "sha1sum",
     "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum", "shasum", "od",
-    "hexdump", "strings", "less", "more", "numfmt", "seq", "yes", "grep", "egrep", "fgrep", "zgrep",
+    "hexdump", "strings", "more", "numfmt", "seq", "yes", "grep", "egrep", "fgrep", "zgrep",
     "zcat", "bzcat", "xzcat", "zstdcat", "jq", "ps", "pgrep", "free", "uptime", "locale", "tty",
     "cal", "arch", "lscpu", "lsblk", "getconf", "logname", "users", "who", "w", "expr", "factor",
     "pr", "tsort", "look", "pathchk", "shellcheck", "whatis", "apropos", "lsof", "top",
-    "htop", "vmstat", "iostat", "nl", "wdiff", "colordiff", "bat", "batcat", "tldr", "envsubst",
-    "dos2unix-info", "tokei", "sloccount", "lsattr", "getfacl", "namei", "findmnt",
-    "mountpoint", "sha3sum", "unzip-info", "zipinfo", "ldd", "readelf",
+    "htop", "vmstat", "iostat", "nl", "wdiff", "colordiff", "envsubst",
+    "dos2unix-info", "tokei", "lsattr", "getfacl", "namei", "findmnt",
+    "mountpoint", "sha3sum", "unzip-info", "zipinfo", "readelf",
     "size", "c++filt", "addr2line", "tput", "dircolors", "stty", "cmp", "fc-list", "lsusb", "lspci",
     "ss", "netstat", "ifconfig-info",
 ];
@@ -367,6 +367,8 @@ const RUNS_CODE: &[&str] = &[
     "ifconfig", "route", "sysctl", "modprobe", "insmod", "rmmod", "chroot", "unshare", "nsenter",
     "bwrap", "firejail", "strace", "ltrace", "gdb", "lldb", "valgrind", "perf", "hyperfine",
     "parallel", "entr", "inotifywait", "xdg-open", "open", "mail", "sendmail", "at", "batch",
+    // ldd(1): may run the program ("never employ ldd on an untrusted executable")
+    "ldd",
     "source", ".", "alias", "enable", "hash", "bind", "complete", "fc", "history", "coproc",
 ];
 
@@ -472,6 +474,44 @@ fn program(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth:
         }
         "exec" => wrapper(an, v, name, args, depth, "a", &[], 0),
         "xargs" => xargs(an, v, args, depth),
+        // Run a command with other privileges, limits or I/O; their options
+        // are not modelled: at least write, and the command they run (after
+        // `--`, or the first operand that is not a number) is classified too
+        // so that `fakeroot rm -rf /` is still destructive.
+        "chrt" | "prlimit" | "setpriv" | "runuser" | "fakeroot" | "unbuffer" | "eatmydata"
+        | "systemd-run" | "numactl" | "catchsegv" | "pkexec" | "run0" | "su" | "cpulimit"
+        | "proot" => {
+            v.raise(
+                Tier::Write,
+                format!("{name}: runs a command with other privileges or limits: at least write"),
+            );
+            if args.iter().any(|a| a.opaque()) {
+                v.fail(format!(
+                    "{name}: argument only known at run time: not classified"
+                ));
+                return true;
+            }
+            let c = args
+                .iter()
+                .position(|a| a.text == "-c" || a.text == "--command");
+            if let (Some(i), true) = (c, matches!(name, "su" | "runuser")) {
+                if let Some(cmd) = args.get(i + 1) {
+                    an.analyze(&cmd.text.clone(), depth + 1);
+                }
+            } else {
+                let start = match args.iter().position(|a| a.text == "--") {
+                    Some(i) => Some(i + 1),
+                    None => args.iter().position(|a| {
+                        !a.text.starts_with('-')
+                            && !a.text.contains('=')
+                            && !a.text.chars().all(|c| c.is_ascii_digit() || c == '.')
+                    }),
+                };
+                if let Some(st) = start.filter(|&st| st < args.len()) {
+                    classify(an, v, &args[st..], depth + 1);
+                }
+            }
+        }
         "flock" => flock(an, v, args, depth),
         "sudo" | "doas" => sudo(an, v, name, args, depth),
         "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "fish" => {
@@ -676,6 +716,68 @@ fn program(an: &mut Analyzer, v: &mut Verdict, name: &str, args: &[Word], depth:
                 write_target(ctx, v, ops[1], "xxd");
             } else {
                 v.note("xxd: reads");
+            }
+        }
+        // Readers with options that write, run a pager or run commands.
+        "less" => {
+            let risky = args.iter().any(|a| {
+                let t = a.text.as_str();
+                let long = t
+                    .strip_prefix("--")
+                    .map(|l| l.split('=').next().unwrap_or(l));
+                a.opaque()
+                    || t.starts_with('+')
+                    || long.is_some_and(|l| {
+                        l.len() >= 3 && ("log-file".starts_with(l) || "LOG-FILE".starts_with(l))
+                    })
+                    || (long.is_none() && t.starts_with('-') && t.contains(['o', 'O']))
+            });
+            gate(
+                v,
+                risky,
+                "less -o/--log-file/+COMMANDS: writes a log file or runs commands",
+                "less: reads only",
+            )
+        }
+        "bat" | "batcat" => {
+            let risky = args.iter().any(|a| {
+                let t = a.text.as_str();
+                a.opaque()
+                    || t.starts_with("--pager")
+                    || t.starts_with("--generate-config")
+                    || t.starts_with("--config-file")
+                    || t == "--paging=always"
+            }) || args.first().is_some_and(|a| a.text == "cache")
+                || args
+                    .windows(2)
+                    .any(|w| w[0].text == "--paging" && w[1].text == "always");
+            gate(
+                v,
+                risky,
+                "bat --pager/--paging=always/cache: runs a pager or writes its cache",
+                "bat: reads only",
+            )
+        }
+        "file" => gate(
+            v,
+            args.iter().any(|a| {
+                a.opaque()
+                    || a.text == "--compile"
+                    || (a.text.starts_with('-')
+                        && !a.text.starts_with("--")
+                        && a.text.contains('C'))
+            }),
+            "file -C: compiles a magic file (writes it)",
+            "file: reads only",
+        ),
+        "sloccount" => v.raise(Tier::Write, "sloccount: stores its data in ~/.slocdata"),
+        "tldr" => {
+            if args.iter().any(|a| {
+                a.opaque() || matches!(a.text.as_str(), "-u" | "--update" | "--clear-cache" | "-c")
+            }) {
+                v.raise(Tier::Network, "tldr --update: downloads pages");
+            } else {
+                v.note("tldr: reads its page cache");
             }
         }
         _ if READERS.contains(&name) => v.note(format!("{name}: reads only")),
