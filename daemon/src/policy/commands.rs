@@ -1503,9 +1503,55 @@ pub fn sed_script_risk(s: &str) -> Option<&'static str> {
         }
         false
     };
-    let address = |i: &mut usize| -> bool {
+    // A regex part: like `delimited`, but a bracket expression is read
+    // whole (GNU sed reads `s/[/]/x/` as the regex `[/]`). A delimiter inside
+    // brackets is read differently by other seds: `Err`, as is a regex that
+    // does not end.
+    let regex = |i: &mut usize, d: u8| -> Result<(), &'static str> {
+        while *i < n {
+            match b[*i] {
+                b'\\' => *i += 2,
+                c if c == d => {
+                    *i += 1;
+                    return Ok(());
+                }
+                b'\n' => return Err("unterminated sed regex"),
+                b'[' => {
+                    let mut j = *i + 1;
+                    if j < n && b[j] == b'^' {
+                        j += 1;
+                    }
+                    if j < n && b[j] == b']' {
+                        j += 1;
+                    }
+                    while j < n && b[j] != b']' {
+                        if b[j] == b'[' && j + 1 < n && matches!(b[j + 1], b':' | b'.' | b'=') {
+                            let close = b[j + 1];
+                            j += 2;
+                            while j + 1 < n && !(b[j] == close && b[j + 1] == b']') {
+                                j += 1;
+                            }
+                            j += 2;
+                            continue;
+                        }
+                        if b[j] == d || b[j] == b'\n' {
+                            return Err("sed regex with its delimiter inside brackets (read differently by sed implementations)");
+                        }
+                        j += 1;
+                    }
+                    if j >= n {
+                        return Err("unterminated sed bracket expression");
+                    }
+                    *i = j + 1;
+                }
+                _ => *i += 1,
+            }
+        }
+        Err("unterminated sed regex")
+    };
+    let address = |i: &mut usize| -> Result<(), &'static str> {
         if *i >= n {
-            return true;
+            return Ok(());
         }
         match b[*i] {
             b'0'..=b'9' => {
@@ -1516,29 +1562,25 @@ pub fn sed_script_risk(s: &str) -> Option<&'static str> {
             b'$' => *i += 1,
             b'/' => {
                 *i += 1;
-                if !delimited(i, b'/') {
-                    return false;
-                }
+                regex(i, b'/')?;
                 while *i < n && (b[*i] == b'I' || b[*i] == b'M') {
                     *i += 1;
                 }
             }
             b'\\' => {
                 if *i + 1 >= n {
-                    return false;
+                    return Err("unparsable sed address");
                 }
                 let d = b[*i + 1];
                 *i += 2;
-                if !delimited(i, d) {
-                    return false;
-                }
+                regex(i, d)?;
                 while *i < n && (b[*i] == b'I' || b[*i] == b'M') {
                     *i += 1;
                 }
             }
             _ => {}
         }
-        true
+        Ok(())
     };
     loop {
         while i < n && matches!(b[i], b' ' | b'\t' | b'\n' | b';') {
@@ -1557,8 +1599,8 @@ pub fn sed_script_risk(s: &str) -> Option<&'static str> {
             i += 1;
             continue;
         }
-        if !address(&mut i) {
-            return Some("unparsable sed address");
+        if let Err(r) = address(&mut i) {
+            return Some(r);
         }
         skip_ws(&mut i);
         if i < n && b[i] == b',' {
@@ -1567,8 +1609,8 @@ pub fn sed_script_risk(s: &str) -> Option<&'static str> {
             if i < n && (b[i] == b'+' || b[i] == b'~') {
                 i += 1;
             }
-            if !address(&mut i) {
-                return Some("unparsable sed address");
+            if let Err(r) = address(&mut i) {
+                return Some(r);
             }
             skip_ws(&mut i);
         }
@@ -1612,7 +1654,14 @@ pub fn sed_script_risk(s: &str) -> Option<&'static str> {
                 }
                 let d = b[i];
                 i += 1;
-                if !delimited(&mut i, d) || !delimited(&mut i, d) {
+                if c == b's' {
+                    if let Err(r) = regex(&mut i, d) {
+                        return Some(r);
+                    }
+                } else if !delimited(&mut i, d) {
+                    return Some("unparsable sed `y` command");
+                }
+                if !delimited(&mut i, d) {
                     return Some("unparsable sed `s` command");
                 }
                 if c == b's' {
