@@ -882,6 +882,8 @@ pub(crate) fn user_pass(v: &[u8]) -> Option<(usize, usize)> {
     };
     let (us, ue) = unquote(0, colon);
     let (ps, pe) = unquote(colon + 1, v.len());
+    let (us, ue) = unbrace(v, us, ue);
+    let (ps, pe) = unbrace(v, ps, pe);
     let (user, pass) = (&v[us..ue], &v[ps..pe]);
     if is_placeholder(user) && !user.is_empty() && (pass.is_empty() || is_placeholder(pass)) {
         return None;
@@ -897,6 +899,17 @@ pub(crate) fn user_pass(v: &[u8]) -> Option<(usize, usize)> {
         return None;
     }
     Some((ps, pe))
+}
+
+/// `{VALUE}` around a random value (IBM's `--user "{apikey}":"{value}"`
+/// examples filled in): the range inside the braces; otherwise unchanged
+/// (`{user}` and `{{ var }}` stay templates).
+fn unbrace(v: &[u8], s: usize, e: usize) -> (usize, usize) {
+    if e >= s + 2 && v[s] == b'{' && v[e - 1] == b'}' && looks_random(&v[s + 1..e - 1], 3.0) {
+        (s + 1, e - 1)
+    } else {
+        (s, e)
+    }
 }
 
 /// True for a value made of words (`SalesResults-1.2`, `MySecretManagerKey`,
@@ -1526,6 +1539,11 @@ mod tests {
             part("kevin:'pRf7vG2h1L8nQkW9'").as_deref(),
             Some("pRf7vG2h1L8nQkW9")
         );
+        assert_eq!(
+            part("\"{acd3c08b-74e8}\":\"{ZqL5kVrX1n8tA2}\"").as_deref(),
+            Some("ZqL5kVrX1n8tA2")
+        );
+        assert_eq!(part("{user}:{password}"), None);
         for p in [
             "user:pass",
             "test:test",
