@@ -47,6 +47,8 @@ struct Running {
     id: u64,
     exit_rd: OwnedFd,
     started: bool,
+    /// The command's own cgroup, when the policy set cgroup limits.
+    cgroup: Option<PathBuf>,
 }
 
 struct Helper {
@@ -57,6 +59,11 @@ struct Helper {
     by_id: HashMap<u64, libc::pid_t>,
     /// (disk uid, disk gid) -> user namespace fd mapping them to the host id.
     idmaps: HashMap<(u32, u32), OwnedFd>,
+    /// The delegated cgroup v2 subtree, or why there is none (detected at
+    /// start, prepared on first use).
+    cgroup: Result<super::cgroup::Delegation, String>,
+    /// Cgroups of ended commands still busy (processes on their way out).
+    stale_cgroups: Vec<PathBuf>,
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -154,6 +161,8 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
         children: HashMap::new(),
         by_id: HashMap::new(),
         idmaps: HashMap::new(),
+        cgroup: delegate(parent),
+        stale_cgroups: Vec::new(),
     };
     h.serve()
 }
@@ -192,8 +201,16 @@ impl Helper {
                     revents: 0,
                 },
             ];
+            if !self.stale_cgroups.is_empty() {
+                self.stale_cgroups.retain(|d| !super::cgroup::remove(d));
+            }
+            let wait = if self.stale_cgroups.is_empty() {
+                -1
+            } else {
+                100
+            };
             // SAFETY: valid pollfd array.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
             if n < 0 {
                 continue;
             }
@@ -256,6 +273,16 @@ impl Helper {
                 continue;
             };
             self.by_id.remove(&rec.id);
+            let events = match &rec.cgroup {
+                Some(dir) => {
+                    let ev = super::cgroup::events(dir);
+                    if !super::cgroup::remove(dir) {
+                        self.stale_cgroups.push(dir.clone());
+                    }
+                    ev
+                }
+                None => super::cgroup::Events::default(),
+            };
             if !rec.started {
                 continue;
             }
@@ -278,6 +305,8 @@ impl Helper {
                 id: rec.id,
                 code,
                 signal,
+                cgroup_oom_kills: events.oom_kills,
+                cgroup_pids_max: events.pids_max,
             });
         }
     }
@@ -342,6 +371,7 @@ impl Helper {
         let (setup_rd, setup_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (exit_rd, exit_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
 
+        let cgroup = self.command_cgroup(id, &plan.limits)?;
         let mut flags = libc::CLONE_NEWUSER
             | libc::CLONE_NEWNS
             | libc::CLONE_NEWPID
@@ -367,10 +397,11 @@ impl Helper {
         } as libc::pid_t;
         trace("clone");
         if pid < 0 {
-            return Err(setup_err(
-                "namespaces",
-                format!("clone: {}", std::io::Error::last_os_error()),
-            ));
+            let e = std::io::Error::last_os_error();
+            if let Some(d) = &cgroup {
+                super::cgroup::remove(d);
+            }
+            return Err(setup_err("namespaces", format!("clone: {e}")));
         }
         if pid == 0 {
             drop(sync_wr);
@@ -412,6 +443,7 @@ impl Helper {
                 id,
                 exit_rd,
                 started: false,
+                cgroup: cgroup.clone(),
             },
         );
         self.by_id.insert(id, pid);
@@ -439,6 +471,13 @@ impl Helper {
                     self,
                     setup_err("userns", format!("write {file}: {e}")),
                 ));
+            }
+        }
+        // Into its cgroup while it still waits: every process of the command
+        // starts inside.
+        if let Some(d) = &cgroup {
+            if let Err(e) = super::cgroup::enter(d, pid) {
+                return Err(fail(self, setup_err("cgroup", e)));
             }
         }
         // SAFETY: one byte from a stack buffer.
@@ -471,6 +510,31 @@ impl Helper {
         }
     }
 
+    /// The cgroup of command `id` with the policy's cgroup limits, or `None`
+    /// when it sets none. Refused when there is no delegated cgroup v2
+    /// subtree (never run weaker than the policy asks).
+    fn command_cgroup(
+        &mut self,
+        id: u64,
+        limits: &super::settings::Limits,
+    ) -> Result<Option<PathBuf>, WireError> {
+        if limits.cgroup_memory_max_bytes == 0 && limits.cgroup_pids_max == 0 {
+            return Ok(None);
+        }
+        let d = self.cgroup.as_ref().map_err(|why| {
+            WireError::Refused(format!(
+                "the policy sets cgroup limits (sandbox.limits.cgroup_memory_max_bytes / \
+                 cgroup_pids_max) but the daemon has no delegated cgroup v2 subtree: {why}; \
+                 see `warden doctor`"
+            ))
+        })?;
+        // SAFETY: getpid never fails.
+        let name = format!("warden-cmd-{}-{id}", unsafe { libc::getpid() });
+        d.create(&name, limits)
+            .map(Some)
+            .map_err(|e| setup_err("cgroup", e))
+    }
+
     /// A detached clone of the workspace mount, idmapped so that the
     /// workspace owner's ids on disk appear as the sandbox's host ids
     /// (mount_setattr(2), `MOUNT_ATTR_IDMAP`).
@@ -496,6 +560,18 @@ impl Helper {
             ))
         })
     }
+}
+
+/// Detects a delegated cgroup v2 subtree and, when there is one, makes it
+/// ready for per-command cgroups before any command runs (moves the helper
+/// and the daemon into a leaf: see `cgroup.rs`).
+fn delegate(daemon: libc::pid_t) -> Result<super::cgroup::Delegation, String> {
+    // SAFETY: getpid never fails.
+    let ours = [unsafe { libc::getpid() }, daemon];
+    let d = super::cgroup::detect(&ours)?;
+    d.prepare(&ours)
+        .map_err(|e| format!("delegating {} failed: {e}", d.base.display()))?;
+    Ok(d)
 }
 
 /// Reads `fd` until EOF or `timeout_ms` passes.

@@ -91,6 +91,7 @@
 //! is recorded on every [`Child`]. A policy with `require_full_landlock`
 //! refuses to run otherwise.
 
+mod cgroup;
 mod child;
 mod helper;
 mod landlock_rules;
@@ -231,6 +232,12 @@ pub struct ExitInfo {
     pub code: Option<i32>,
     /// Signal number when it was killed by one.
     pub signal: Option<i32>,
+    /// Processes the OOM killer took for the cgroup memory limit
+    /// (`memory.events` `oom_kill`; 0 without cgroup limits).
+    pub cgroup_oom_kills: u64,
+    /// Forks refused by the cgroup pids limit (`pids.events` `max`; 0
+    /// without cgroup limits).
+    pub cgroup_pids_max_hits: u64,
 }
 
 type StartedTx = tokio::sync::oneshot::Sender<Result<(u32, Enforcement), SandboxError>>;
@@ -649,9 +656,20 @@ fn reader(sock: UnixStream, inner: std::sync::Weak<Inner>, helper_pid: i32) {
                     let _ = tx.send(Err(error.into()));
                 }
             }
-            FromHelper::Exited { id, code, signal } => {
+            FromHelper::Exited {
+                id,
+                code,
+                signal,
+                cgroup_oom_kills,
+                cgroup_pids_max,
+            } => {
                 if let Some(tx) = t.exited.remove(&id) {
-                    let _ = tx.send(ExitInfo { code, signal });
+                    let _ = tx.send(ExitInfo {
+                        code,
+                        signal,
+                        cgroup_oom_kills,
+                        cgroup_pids_max_hits: cgroup_pids_max,
+                    });
                 }
             }
         }

@@ -219,8 +219,24 @@ pub fn probe_kernel(settings: &SandboxSettings) -> Report {
         },
     ));
 
-    let (cg_ok, cg_detail) = probe_cgroup();
-    checks.push(check("cgroup_v2_delegation", cg_ok, false, cg_detail));
+    // As a daemon started here would find it (alone in its cgroup).
+    // SAFETY: getpid never fails.
+    let cg = super::cgroup::detect(&[unsafe { libc::getpid() }]);
+    checks.push(check(
+        "cgroup_v2_delegation",
+        cg.is_ok(),
+        settings.wants_cgroup(),
+        match cg {
+            Ok(d) => format!(
+                "{}: writable, memory and pids controllers available: cgroup limits are applied",
+                d.base.display()
+            ),
+            Err(e) if settings.wants_cgroup() => {
+                format!("{e}; the policy sets cgroup limits, so its commands are refused")
+            }
+            Err(e) => format!("{e} (not needed: the policy sets no cgroup limits)"),
+        },
+    ));
 
     let ov = probe_overlay();
     checks.push(check(
@@ -253,42 +269,6 @@ fn probe_idmap() -> Result<(), String> {
     mounts::idmapped_clone(&dir, &userns, true)
         .map(|_| ())
         .map_err(|e| format!("{}: {e}", dir.display()))
-}
-
-fn probe_cgroup() -> (bool, String) {
-    let Ok(cg) = std::fs::read_to_string("/proc/self/cgroup") else {
-        return (false, "no /proc/self/cgroup".into());
-    };
-    let Some(path) = cg.lines().find_map(|l| l.strip_prefix("0::")) else {
-        return (
-            false,
-            "no cgroup v2 hierarchy for this process (v1 or hybrid without v2 membership)".into(),
-        );
-    };
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let Some(mnt) = mi.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        (post.split_whitespace().next() == Some("cgroup2"))
-            .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
-    }) else {
-        return (false, "cgroup2 is not mounted".into());
-    };
-    let dir = mnt.join(path.trim_start_matches('/'));
-    let c = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap_or_default();
-    // SAFETY: access(2) on a valid path.
-    let writable = unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0;
-    let controllers = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
-    let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
-    let ok = writable && has("memory") && has("pids");
-    (
-        ok,
-        format!(
-            "{}: {}, controllers [{}]",
-            dir.display(),
-            if writable { "writable" } else { "not writable" },
-            controllers.trim()
-        ),
-    )
 }
 
 fn probe_overlay() -> Result<(), String> {

@@ -56,6 +56,12 @@ pub(crate) enum FromHelper {
         id: u64,
         code: Option<i32>,
         signal: Option<i32>,
+        /// `memory.events` `oom_kill` of the command's cgroup (0 without).
+        #[serde(default)]
+        cgroup_oom_kills: u64,
+        /// `pids.events` `max` of the command's cgroup (0 without).
+        #[serde(default)]
+        cgroup_pids_max: u64,
     },
 }
 

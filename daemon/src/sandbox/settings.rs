@@ -84,10 +84,13 @@ pub struct Limits {
     /// Size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`, `$HOME`),
     /// bytes.
     pub tmpfs_bytes: u64,
-    /// cgroup v2 `memory.max` in bytes. Reserved: must be `0` (none) until
-    /// delegated-cgroup support lands; other values are refused.
+    /// cgroup v2 `memory.max` of each command (all its processes together),
+    /// bytes; `0`: none. Needs a delegated cgroup v2 subtree: without one a
+    /// command under a policy that sets it is refused (see `cgroup.rs`).
+    /// At least 16 MiB when set.
     pub cgroup_memory_max_bytes: u64,
-    /// cgroup v2 `pids.max`. Reserved: must be `0` (none), as above.
+    /// cgroup v2 `pids.max` of each command; `0`: none. As above; at least
+    /// 8 when set.
     pub cgroup_pids_max: u64,
 }
 
@@ -137,11 +140,19 @@ impl SandboxSettings {
             }
         }
         let l = &self.limits;
-        if l.cgroup_memory_max_bytes != 0 || l.cgroup_pids_max != 0 {
-            // Fail closed: never run weaker than the policy asks.
-            return Err(SandboxError::Refused(
-                "sandbox.limits.cgroup_* are not supported yet (set them to 0)".into(),
-            ));
+        for (name, v, floor) in [
+            (
+                "cgroup_memory_max_bytes",
+                l.cgroup_memory_max_bytes,
+                16 << 20,
+            ),
+            ("cgroup_pids_max", l.cgroup_pids_max, 8),
+        ] {
+            if v != 0 && v < floor {
+                return Err(SandboxError::Refused(format!(
+                    "sandbox.limits.{name} = {v} is below the minimum {floor} (0: no limit)"
+                )));
+            }
         }
         let checks: [(&str, u64, u64); 6] = [
             ("nproc", l.nproc, 16),
@@ -159,6 +170,11 @@ impl SandboxSettings {
             }
         }
         Ok(())
+    }
+
+    /// Whether the policy sets cgroup v2 limits (they need delegation).
+    pub fn wants_cgroup(&self) -> bool {
+        self.limits.cgroup_memory_max_bytes != 0 || self.limits.cgroup_pids_max != 0
     }
 
     /// Default plus policy protected paths, deduplicated, relative.
@@ -208,6 +224,7 @@ mod tests {
             "[limits]\nnproc = 0",
             "[limits]\ndata_bytes = 1",
             "[limits]\ncgroup_memory_max_bytes = 1000000",
+            "[limits]\ncgroup_pids_max = 2",
         ];
         for c in cases {
             let s: SandboxSettings = toml::from_str(c).unwrap();

@@ -71,6 +71,10 @@ pub struct ExitSummary {
     pub approval_request_id: Option<String>,
     /// Landlock enforcement of this execution (`None`: it never ran).
     pub landlock: Option<Enforcement>,
+    /// Processes the OOM killer took for the policy's cgroup memory limit.
+    pub cgroup_oom_kills: u64,
+    /// Forks the policy's cgroup pids limit refused.
+    pub cgroup_pids_max_hits: u64,
     /// The first [`JOURNAL_OUTPUT_BYTES`] of each stream as sent (redacted),
     /// for the step journal; not part of the Exit event.
     pub stdout_head: Vec<u8>,
@@ -396,6 +400,8 @@ impl SessionManager {
                 "stderr_dropped_bytes": s.stderr_dropped,
                 "redactions": s.redactions,
                 "landlock": s.landlock.map(|l| l.as_str()),
+                "cgroup_oom_kills": s.cgroup_oom_kills,
+                "cgroup_pids_max_hits": s.cgroup_pids_max_hits,
                 "refusal": s.refusal,
                 "nested_git_quarantined": quarantined,
             }),
@@ -533,6 +539,29 @@ impl SessionManager {
         // Every process of the command is gone with its pid namespace; the
         // readers see EOF. Bound the wait anyway so nothing can hang the call.
         let (out, err) = drain(out_task, err_task).await;
+        let limits = &session.policy.file.sandbox.limits;
+        if exit.cgroup_oom_kills > 0 {
+            let _ = tx
+                .send(ExecEvent::Stderr(
+                    format!(
+                        "\n[warden: the cgroup memory limit ({} bytes) was reached: the out-of-memory killer ended {} process(es) of the command]\n",
+                        limits.cgroup_memory_max_bytes, exit.cgroup_oom_kills
+                    )
+                    .into_bytes(),
+                ))
+                .await;
+        }
+        if exit.cgroup_pids_max_hits > 0 {
+            let _ = tx
+                .send(ExecEvent::Stderr(
+                    format!(
+                        "\n[warden: the cgroup process limit ({}) refused {} fork(s)]\n",
+                        limits.cgroup_pids_max, exit.cgroup_pids_max_hits
+                    )
+                    .into_bytes(),
+                ))
+                .await;
+        }
         Ok(ExitSummary {
             code: exit.code,
             signal: exit.signal,
@@ -544,6 +573,8 @@ impl SessionManager {
             stdout_head: out.head,
             stderr_head: err.head,
             landlock: Some(child.landlock),
+            cgroup_oom_kills: exit.cgroup_oom_kills,
+            cgroup_pids_max_hits: exit.cgroup_pids_max_hits,
             ..Default::default()
         })
     }
