@@ -103,8 +103,9 @@ pub async fn complete_dangling_calls(
                     dispatcher.dispatch(&step_id, &again).await.text
                 }
                 Choice::Skip => format!(
-                    "interrupted: this call started but did not complete before the run was interrupted, and it was not repeated \
-                     because it is not idempotent. What is known of its effects: {}",
+                    "interrupted: this call started but had not completed when the run was interrupted, and it was not repeated \
+                     automatically ({}). What is known of its effects: {}",
+                    if s.idempotent { "it may still be running" } else { "it is not idempotent" },
                     s.effects.join("; ")
                 ),
                 Choice::Stop => return false,

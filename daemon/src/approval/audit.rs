@@ -64,6 +64,9 @@ pub mod actions {
     pub const POLICY_RELOAD: &str = "policy_reload";
     /// A run was resumed.
     pub const RESUME: &str = "resume";
+    /// A run was found cut off (its client or the daemon killed), recorded
+    /// when it is resumed.
+    pub const CRASH: &str = "crash";
     /// The daemon found the chain broken at startup (detail: the report).
     pub const AUDIT_BROKEN: &str = "audit_broken";
 }

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use super::{peer, status};
 use crate::proto::v1::{self as pb, files_server::Files};
 use crate::redact::Redactor;
-use crate::session::journal::{declare_file_tool, CallKey};
+use crate::session::journal::{declare_file_tool, CallKey, InFlight};
 use crate::session::{FileToolCall, Session, SessionManager};
 use crate::workspace::{FileChange, Limits, Workspace, WorkspaceError};
 
@@ -226,16 +226,13 @@ impl Files for FilesService {
                 };
                 let key = CallKey::of(&r.run_id, &r.tool_call_id);
                 let args = serde_json::json!({"path": r.path, "content_hash": call.content_hash, "base_hash": r.base_hash});
-                journal_plan(&mgr, &key, s, &r.step_id, "write_file", &args)?;
-                if let Err(e) = mgr.gate_file_tool(peer, s, &call) {
-                    journal_end(&mgr, &key, false, serde_json::json!({"refused": e.to_string()}))?;
-                    return Err(status(e));
-                }
+                let _in_flight = journal_plan(&mgr, &key, s, &r.step_id, "write_file", &args)?;
+                gate(&mgr, &key, peer, s, &call)?;
                 let base = (!r.base_hash.is_empty()).then_some(r.base_hash.as_str());
                 let mode = (r.mode != 0).then_some(r.mode);
                 let meta = mgr.file_tool_meta(s, &call, &args);
                 let pre = checkpoint_pre(&mgr, &key, s, &meta)?;
-                journal_begin(&mgr, &key)?;
+                journal_begin(&mgr, &key, pre.as_ref())?;
                 let c = ws.write_file(&r.path, &r.content, base, mode);
                 let post = mgr.file_tool_post(s, pre.as_ref(), &meta);
                 let c = journal_outcome(&mgr, &key, c.as_ref().map(std::slice::from_ref))
@@ -295,14 +292,11 @@ impl Files for FilesService {
                 };
                 let key = CallKey::of(&r.run_id, &r.tool_call_id);
                 let args = serde_json::json!({"patch_hash": call.content_hash, "paths": call.paths});
-                journal_plan(&mgr, &key, s, &r.step_id, "apply_patch", &args)?;
-                if let Err(e) = mgr.gate_file_tool(peer, s, &call) {
-                    journal_end(&mgr, &key, false, serde_json::json!({"refused": e.to_string()}))?;
-                    return Err(status(e));
-                }
+                let _in_flight = journal_plan(&mgr, &key, s, &r.step_id, "apply_patch", &args)?;
+                gate(&mgr, &key, peer, s, &call)?;
                 let meta = mgr.file_tool_meta(s, &call, &args);
                 let pre = checkpoint_pre(&mgr, &key, s, &meta)?;
-                journal_begin(&mgr, &key)?;
+                journal_begin(&mgr, &key, pre.as_ref())?;
                 let changes = ws.apply_patch(&r.patch);
                 let post = mgr.file_tool_post(s, pre.as_ref(), &meta);
                 let changes = journal_outcome(&mgr, &key, changes.as_deref())
@@ -403,14 +397,15 @@ impl Files for FilesService {
 // gate, `started` before the write, `completed`/`failed` after. Calls without
 // run and tool call ids are not journaled.
 
-fn journal_plan(
-    mgr: &SessionManager,
+/// Plans the call; the guard keeps it in flight until the caller returns.
+fn journal_plan<'a>(
+    mgr: &'a SessionManager,
     key: &Option<CallKey>,
     s: &Session,
     step_id: &str,
     tool: &str,
     args: &serde_json::Value,
-) -> Result<(), Status> {
+) -> Result<Option<InFlight<'a>>, Status> {
     match key {
         Some(k) => mgr
             .journal_plan(
@@ -422,9 +417,32 @@ fn journal_plan(
                 "write",
                 &declare_file_tool(tool),
             )
+            .map(Some)
             .map_err(status),
-        None => Ok(()),
+        None => Ok(None),
     }
+}
+
+/// The approval step of a file tool call. A refusal is journaled: a
+/// request that awaits an answer leaves the call planned (nothing was
+/// decided: calling again, or resuming the run, asks again); a denial is
+/// its final result.
+fn gate(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    peer: crate::session::Peer,
+    s: &Session,
+    call: &FileToolCall<'_>,
+) -> Result<(), Status> {
+    let Err(refusal) = mgr.gate_file_tool(peer, s, call) else {
+        return Ok(());
+    };
+    let result = serde_json::json!({"refused": refusal.error.to_string()});
+    match key {
+        Some(k) if refusal.awaiting_answer => mgr.journal_unanswered(k, &result).map_err(status)?,
+        _ => journal_end(mgr, key, false, result)?,
+    }
+    Err(status(refusal.error))
 }
 
 /// The pre-checkpoint of a file tool call; when it fails the call is
@@ -442,9 +460,15 @@ fn checkpoint_pre(
     })
 }
 
-fn journal_begin(mgr: &SessionManager, key: &Option<CallKey>) -> Result<(), Status> {
+fn journal_begin(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    pre: Option<&crate::checkpoint::Checkpoint>,
+) -> Result<(), Status> {
     match key {
-        Some(k) => mgr.journal_start(k, None).map_err(status),
+        Some(k) => mgr
+            .journal_start(k, pre.map(|c| c.id.as_str()))
+            .map_err(status),
         None => Ok(()),
     }
 }

@@ -56,6 +56,9 @@ pub(super) enum ExecGate {
     Run { approval_id: Option<String> },
     /// Do not run it: the exit to send.
     Refuse(ExitSummary),
+    /// Not decided: the approval request got no answer because the caller
+    /// went away while it waited. Nothing ran; the exit to send.
+    Unanswered(ExitSummary),
 }
 
 fn call_ctx<'a>(p: &'a ExecParams, actor: &'a Actor, redactor: &'a Redactor) -> CallContext<'a> {
@@ -188,12 +191,12 @@ impl SessionManager {
                 .await
                 .is_err()
             {
-                return Ok(ExecGate::Refuse(refused(&gate)));
+                return Ok(ExecGate::Unanswered(refused(&gate)));
             }
             let max_wait = self.approvals.expiry();
             gate = tokio::select! {
                 g = self.approvals.wait(&ctx, &id, max_wait) => g?,
-                _ = tx.closed() => return Ok(ExecGate::Refuse(refused(&gate))),
+                _ = tx.closed() => return Ok(ExecGate::Unanswered(refused(&gate))),
             };
             let rec = self.approvals.get(&id)?;
             let _ = tx
@@ -414,6 +417,15 @@ fn refused(gate: &Gate) -> ExitSummary {
     }
 }
 
+/// Why a write-tier file tool call may not run.
+#[derive(Debug)]
+pub struct FileGateRefusal {
+    pub error: SessionError,
+    /// The call raised an approval request that awaits an answer: nothing
+    /// was decided yet (the step journal keeps the call `planned`).
+    pub awaiting_answer: bool,
+}
+
 /// One write-tier file tool call as the approval step sees it.
 #[derive(Debug, Clone)]
 pub struct FileToolCall<'a> {
@@ -478,15 +490,17 @@ impl SessionManager {
     /// `approval required (request ID)`; after `warden approve ID` the same
     /// call (same paths and bytes) uses the grant.
     ///
-    /// Returns the approval request id used, if any. Errors:
-    /// PermissionDenied starting `denied` (policy or user) or `approval
-    /// required`; Internal when the audit log cannot be written.
+    /// Returns the approval request id used, if any. Errors (in
+    /// [`FileGateRefusal::error`]): PermissionDenied starting `denied`
+    /// (policy or user) or `approval required` (then `awaiting_answer` is
+    /// set when the request was just raised); Internal when the audit log
+    /// cannot be written.
     pub fn gate_file_tool(
         &self,
         peer: Peer,
         session: &Session,
         call: &FileToolCall<'_>,
-    ) -> Result<Option<String>, SessionError> {
+    ) -> Result<Option<String>, FileGateRefusal> {
         use crate::policy::{Part, Tier};
         let tier = Tier::Write;
         let classification = Classification {
@@ -532,16 +546,25 @@ impl SessionManager {
             actor: &actor,
             redactor: Some(&redactor),
         };
-        let gate = self.approvals.decide(&ctx, &preview, call.approve)?;
+        let gate = self
+            .approvals
+            .decide(&ctx, &preview, call.approve)
+            .map_err(|e| FileGateRefusal {
+                error: e.into(),
+                awaiting_answer: false,
+            })?;
         match gate.refusal() {
             None => Ok(gate.approval_id().map(str::to_string)),
-            Some(r) => Err(SessionError::PermissionDenied(match &gate {
-                Gate::Ask(req) => format!(
-                    "{r}: {}; answer with `warden approve {}` and call again, or pass approve (--yes)",
-                    preview.summary, req.id
-                ),
-                _ => r,
-            })),
+            Some(r) => Err(FileGateRefusal {
+                awaiting_answer: matches!(gate, Gate::Ask(_)),
+                error: SessionError::PermissionDenied(match &gate {
+                    Gate::Ask(req) => format!(
+                        "{r}: {}; answer with `warden approve {}` and call again, or pass approve (--yes)",
+                        preview.summary, req.id
+                    ),
+                    _ => r,
+                }),
+            }),
         }
     }
 }

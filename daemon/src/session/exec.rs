@@ -228,24 +228,28 @@ impl SessionManager {
         let profile = Profile::for_tier(classification.tier).unwrap_or(Profile::Write);
         // The step journal: `planned` before anything runs; a tool call id
         // already journaled in this run is refused (never executed twice).
+        // The guard keeps the call in flight until this function returns
+        // (after its final journal state is written).
         let call = CallKey::of(&p.run_id, &p.tool_call_id);
-        if let Some(k) = &call {
-            let decl = journal::declare_exec(
-                classification.tier,
-                session.policy.is_idempotent(&p.command, &ctx),
-            );
-            let args =
-                serde_json::json!({"command": p.command, "cwd": p.cwd, "timeout_ms": p.timeout_ms});
-            self.journal_plan(
-                k,
-                &session.id,
-                &p.step_id,
-                "shell",
-                &args.to_string(),
-                classification.tier.as_str(),
-                &decl,
-            )?;
-        }
+        let _in_flight = match &call {
+            Some(k) => {
+                let decl = journal::declare_exec(
+                    classification.tier,
+                    session.policy.is_idempotent(&p.command, &ctx),
+                );
+                let args = serde_json::json!({"command": p.command, "cwd": p.cwd, "timeout_ms": p.timeout_ms});
+                Some(self.journal_plan(
+                    k,
+                    &session.id,
+                    &p.step_id,
+                    "shell",
+                    &args.to_string(),
+                    classification.tier.as_str(),
+                    &decl,
+                )?)
+            }
+            None => None,
+        };
         let _ = tx
             .send(ExecEvent::Decision {
                 classification: classification.clone(),
@@ -274,6 +278,15 @@ impl SessionManager {
                         &serde_json::json!({"refused": exit.refusal}),
                         None,
                     )?;
+                }
+                let _ = tx.send(ExecEvent::Exit(exit)).await;
+                return Ok(());
+            }
+            super::approve::ExecGate::Unanswered(exit) => {
+                // Nobody answered before the caller went away: nothing ran
+                // and nothing was decided, so the call stays planned.
+                if let Some(k) = &call {
+                    self.journal_unanswered(k, &serde_json::json!({"refused": exit.refusal}))?;
                 }
                 let _ = tx.send(ExecEvent::Exit(exit)).await;
                 return Ok(());

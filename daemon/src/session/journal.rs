@@ -173,10 +173,33 @@ impl CallKey {
     }
 }
 
+/// A journaled call this daemon is executing now. While it lives, the same
+/// (run id, tool call id) cannot be planned again and the resume planner
+/// waits for it (or reports it as still running, never re-running it).
+/// Dropping it (the call ended, returned early or its task was cancelled)
+/// wakes [`SessionManager::wait_in_flight`]; drop it only after the call's
+/// final journal state is written.
+#[must_use = "the call is in flight while this guard lives"]
+pub struct InFlight<'a> {
+    mgr: &'a SessionManager,
+    key: (String, String),
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut set = self.mgr.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        set.remove(&self.key);
+        drop(set);
+        self.mgr.in_flight_changed.notify_all();
+    }
+}
+
 impl SessionManager {
-    /// Records `planned` for a call. Errors: FailedPrecondition when this
-    /// (run id, tool call id) was journaled before (it never runs twice),
-    /// NotFound when the run does not exist or belongs to another session.
+    /// Records `planned` for a call and marks it in flight until the
+    /// returned guard is dropped. Errors: FailedPrecondition when this
+    /// (run id, tool call id) is in flight or was started before (it never
+    /// runs twice), NotFound when the run does not exist or belongs to
+    /// another session.
     #[allow(clippy::too_many_arguments)]
     pub fn journal_plan(
         &self,
@@ -187,7 +210,7 @@ impl SessionManager {
         arguments_json: &str,
         tier: &str,
         decl: &ToolDecl,
-    ) -> Result<(), SessionError> {
+    ) -> Result<InFlight<'_>, SessionError> {
         let flight = (key.run_id.clone(), key.tool_call_id.clone());
         if !self
             .in_flight
@@ -200,14 +223,34 @@ impl SessionManager {
                 key.tool_call_id, key.run_id
             )));
         }
-        let r = self.journal_plan_row(key, session_id, step_id, tool, arguments_json, tier, decl);
-        if r.is_err() {
-            self.in_flight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&flight);
-        }
-        r
+        let guard = InFlight {
+            mgr: self,
+            key: flight,
+        };
+        self.journal_plan_row(key, session_id, step_id, tool, arguments_json, tier, decl)?;
+        Ok(guard)
+    }
+
+    /// Tool call ids of `run_id` in flight in this daemon after waiting up
+    /// to `max_wait` for them to end (empty when none is left). Calls of a
+    /// killed daemon are never in flight in its successor.
+    pub fn wait_in_flight(
+        &self,
+        run_id: &str,
+        max_wait: std::time::Duration,
+    ) -> std::collections::BTreeSet<String> {
+        let of_run = |set: &std::collections::HashSet<(String, String)>| {
+            set.iter()
+                .filter(|(r, _)| r == run_id)
+                .map(|(_, c)| c.clone())
+                .collect::<std::collections::BTreeSet<String>>()
+        };
+        let set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let (set, _) = self
+            .in_flight_changed
+            .wait_timeout_while(set, max_wait, |set| !of_run(set).is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        of_run(&set)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -310,6 +353,26 @@ impl SessionManager {
         Ok(())
     }
 
+    /// Records that a call was not decided because its approval request
+    /// got no answer (its caller went away while it waited, or a unary file
+    /// tool raised the request and returned): nothing ran, so the call stays
+    /// `planned` (the same id may be planned again, and a resume dispatches
+    /// it again, asking again), with `result` (the refusal) kept for the
+    /// resume plan. A definitive refusal (denied, expired) is
+    /// [`Self::journal_finish`] with `completed = false` instead.
+    pub fn journal_unanswered(
+        &self,
+        key: &CallKey,
+        result: &serde_json::Value,
+    ) -> Result<(), SessionError> {
+        self.db().lock().execute(
+            "UPDATE step_journal SET state = 'planned', result_json = ?3, finished_at_ms = 0
+             WHERE run_id = ?1 AND tool_call_id = ?2 AND started_at_ms = 0",
+            params![key.run_id, key.tool_call_id, result.to_string()],
+        )?;
+        Ok(())
+    }
+
     /// Records `completed` or `failed` with the result.
     pub fn journal_finish(
         &self,
@@ -318,10 +381,6 @@ impl SessionManager {
         result: &serde_json::Value,
         post_checkpoint_id: Option<&str>,
     ) -> Result<(), SessionError> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(key.run_id.clone(), key.tool_call_id.clone()));
         self.db().lock().execute(
             "UPDATE step_journal SET state = ?3, result_json = ?4, finished_at_ms = ?5,
                  post_checkpoint_id = CASE WHEN ?6 = '' THEN post_checkpoint_id ELSE ?6 END

@@ -12,7 +12,7 @@ pub mod journal;
 pub mod nested_git;
 pub mod resume;
 
-pub use approve::FileToolCall;
+pub use approve::{FileGateRefusal, FileToolCall};
 pub use checkpoints::side_effects_of;
 pub mod runs;
 
@@ -116,6 +116,8 @@ pub struct SessionManager {
     /// Journaled tool calls (run id, tool call id) this daemon is executing
     /// now: a call still in flight (its client gone) is never planned again.
     in_flight: Mutex<std::collections::HashSet<(String, String)>>,
+    /// Notified whenever a call leaves `in_flight`.
+    in_flight_changed: std::sync::Condvar,
 }
 
 impl std::fmt::Debug for SessionManager {
@@ -154,6 +156,7 @@ impl SessionManager {
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             policies: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(Default::default()),
+            in_flight_changed: std::sync::Condvar::new(),
         })
     }
 

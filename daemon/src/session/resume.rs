@@ -17,6 +17,8 @@
 //! its session grants end (a denial stays a denial; an unconsumed once-grant
 //! is not reused after the restart).
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 use super::journal::JournalEntry;
@@ -77,25 +79,79 @@ impl CheckpointView for NoCheckpoints {
     }
 }
 
-/// Decides the action of each journal entry (steps 4 and 5).
-pub fn plan_steps(journal: &[JournalEntry], cps: &dyn CheckpointView) -> Vec<StepPlan> {
+/// How long a resume waits for the run's calls still in flight in this
+/// daemon (their client went away mid-call) to end before it plans, ms. A
+/// call still running after that is reported, never re-run.
+pub const IN_FLIGHT_WAIT_MS: u64 = 30_000;
+
+/// Paths an `apply_patch` journal entry writes (its `paths` argument).
+fn patch_paths(e: &JournalEntry) -> Vec<String> {
+    serde_json::from_str::<serde_json::Value>(&e.arguments_json)
+        .ok()
+        .and_then(|v| v.get("paths").cloned())
+        .and_then(|p| serde_json::from_value(p).ok())
+        .unwrap_or_default()
+}
+
+/// Tool call ids that have a result in a run state's message history
+/// (`{"history": [{"role": "tool", "tool_call_id": ...}, ...]}`, as the
+/// agent loop records it); empty when the state has no such history.
+pub fn answered_calls(state_json: &str) -> BTreeSet<String> {
+    let v: serde_json::Value = serde_json::from_str(state_json).unwrap_or_default();
+    v.get("history")
+        .and_then(|h| h.as_array())
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(|r| r.as_str()) == Some("tool"))
+        .filter_map(|m| m.get("tool_call_id").and_then(|id| id.as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Decides the action of each journal entry (steps 4 and 5). `in_flight`
+/// holds the tool call ids this daemon is still executing; `answered` those
+/// with a result in the restored history.
+///
+/// - completed / failed: `done` (the recorded result stands; a denial stays
+///   a denial);
+/// - planned and answered in the history (the agent's approver refused it,
+///   or the user interrupted it before it ran): `done`;
+/// - planned otherwise: `rerun` — it never started, so this is its first
+///   execution (a call whose approval request got no answer asks again);
+/// - started and still in flight: `needs_decision` (never run twice);
+/// - started, never completed: `rerun` when idempotent, or when it is an
+///   `apply_patch` whose files are unchanged since its pre-checkpoint (it
+///   did not apply, and a patch against the same base is idempotent);
+///   otherwise `needs_decision`.
+pub fn plan_steps(
+    journal: &[JournalEntry],
+    cps: &dyn CheckpointView,
+    in_flight: &BTreeSet<String>,
+    answered: &BTreeSet<String>,
+) -> Vec<StepPlan> {
     journal
         .iter()
         .map(|e| {
-            let (action, effects) = match e.state.as_str() {
-                "completed" | "failed" => ("done", vec![]),
-                "planned" => ("rerun", vec!["never started: nothing ran".to_string()]),
-                _ => {
-                    let effects = match (!e.pre_checkpoint_id.is_empty()).then(|| cps.changed_since(&e.pre_checkpoint_id)).flatten() {
-                        Some(paths) if paths.is_empty() => vec!["no workspace change since its pre-checkpoint".into()],
-                        Some(paths) => paths.into_iter().map(|p| format!("changed: {p}")).collect(),
-                        None => vec!["unknown: started, never completed, no pre-checkpoint to compare with".into()],
-                    };
-                    let mut effects = effects;
-                    if e.decl.side_effects == super::journal::SideEffects::External {
-                        effects.push("may have had external effects (network or installs) that cannot be seen from here".into());
+            let (action, effects) = if in_flight.contains(&e.tool_call_id) {
+                (
+                    "needs_decision",
+                    vec!["still running in the daemon (its client went away): it is not repeated; its result will be in the run's journal".to_string()],
+                )
+            } else {
+                match e.state.as_str() {
+                    "completed" | "failed" => ("done", vec![]),
+                    "planned" if answered.contains(&e.tool_call_id) => (
+                        "done",
+                        vec!["never started; the run's history already answers it".to_string()],
+                    ),
+                    "planned" => {
+                        let mut effects = vec!["never started: nothing ran".to_string()];
+                        if !e.result_json.is_empty() {
+                            effects.push("its approval request got no answer before the interruption; it asks again".into());
+                        }
+                        ("rerun", effects)
                     }
-                    (if e.decl.idempotent { "rerun" } else { "needs_decision" }, effects)
+                    _ => started_action(e, cps),
                 }
             };
             StepPlan {
@@ -111,6 +167,46 @@ pub fn plan_steps(journal: &[JournalEntry], cps: &dyn CheckpointView) -> Vec<Ste
             }
         })
         .collect()
+}
+
+/// The action of a call that started and never completed, and what is
+/// known of its effects.
+fn started_action(e: &JournalEntry, cps: &dyn CheckpointView) -> (&'static str, Vec<String>) {
+    let changed = (!e.pre_checkpoint_id.is_empty())
+        .then(|| cps.changed_since(&e.pre_checkpoint_id))
+        .flatten();
+    let mut effects = match &changed {
+        Some(paths) if paths.is_empty() => {
+            vec!["no workspace change since its pre-checkpoint".to_string()]
+        }
+        Some(paths) => paths.iter().map(|p| format!("changed: {p}")).collect(),
+        None => {
+            vec!["unknown: started, never completed, no pre-checkpoint to compare with".to_string()]
+        }
+    };
+    if e.decl.side_effects == super::journal::SideEffects::External {
+        effects.push(
+            "may have had external effects (network or installs) that cannot be seen from here"
+                .into(),
+        );
+    }
+    if e.decl.idempotent {
+        return ("rerun", effects);
+    }
+    let paths = patch_paths(e);
+    let same_base = e.tool == "apply_patch"
+        && !paths.is_empty()
+        && changed
+            .as_ref()
+            .is_some_and(|c| !c.iter().any(|p| paths.contains(p)));
+    if same_base {
+        effects.push(format!(
+            "its files ({}) are unchanged since its pre-checkpoint: the patch did not apply, and applying it to the same base is idempotent",
+            paths.join(", ")
+        ));
+        return ("rerun", effects);
+    }
+    ("needs_decision", effects)
 }
 
 /// The resume note for the model (step 6).
@@ -143,6 +239,7 @@ pub fn note(steps: &[StepPlan], drifted: &[String], checkpoint_id: &str) -> Stri
             p.effects.join("; "),
             match p.action.as_str() {
                 "rerun" => "safe to run again",
+                _ if p.idempotent => "not repeated automatically because it may still be running",
                 _ => "not repeated automatically because it is not idempotent",
             }
         ));
@@ -176,9 +273,13 @@ impl SessionManager {
                 "run {run_id} finished (done); there is nothing to resume"
             )));
         }
+        // A call its client left running ends first (or is reported as
+        // still running): it is never planned to run a second time.
+        let in_flight =
+            self.wait_in_flight(run_id, std::time::Duration::from_millis(IN_FLIGHT_WAIT_MS));
         let journal = self.journal_for_run(run_id)?;
         let (checkpoint_id, drifted) = cps.latest(run_id).unwrap_or_default();
-        let steps = plan_steps(&journal, cps);
+        let steps = plan_steps(&journal, cps, &in_flight, &answered_calls(&run.state_json));
         let resume_from_step = steps
             .iter()
             .find(|p| p.action != "done")
@@ -207,6 +308,32 @@ impl SessionManager {
                 "UPDATE runs SET status = 'running', resumed_from_step = ?2, updated_at_ms = ?3 WHERE id = ?1",
                 rusqlite::params![run_id, resume_from_step, crate::now_ms()],
             )?;
+        }
+        if run.status == "running" {
+            // Nobody ended the run: its client (or the daemon) was killed.
+            // Calls that started and are neither finished nor in flight here
+            // were cut off by a daemon that died.
+            let cut_off: Vec<&str> = journal
+                .iter()
+                .filter(|e| e.state == "started" && !in_flight.contains(&e.tool_call_id))
+                .map(|e| e.tool_call_id.as_str())
+                .collect();
+            self.audit()
+                .append(NewRecord {
+                    session_id: &run.session_id,
+                    run_id,
+                    step_id: &resume_from_step,
+                    actor: &Actor::Daemon,
+                    action: actions::CRASH,
+                    detail: serde_json::json!({
+                        "cause": "the run was still running and no client had ended it: its client or the daemon was killed",
+                        "last_update_ms": run.updated_at_ms,
+                        "calls_cut_off": cut_off,
+                        "calls_still_running": in_flight,
+                    }),
+                    layer: Layer::Daemon,
+                })
+                .map_err(|e| SessionError::Internal(format!("audit log: {e}")))?;
         }
         self.audit()
             .append(NewRecord {
@@ -277,7 +404,7 @@ mod tests {
             entry("c3", "started", false, SideEffects::External, "cp0"),
             entry("c4", "planned", false, SideEffects::External, ""),
         ];
-        let p = plan_steps(&j, &Fake);
+        let p = plan_steps(&j, &Fake, &BTreeSet::new(), &BTreeSet::new());
         let actions: Vec<&str> = p.iter().map(|s| s.action.as_str()).collect();
         assert_eq!(actions, ["done", "rerun", "needs_decision", "rerun"]);
         assert!(p[2].effects.iter().any(|e| e.contains("b.txt")));
@@ -289,5 +416,68 @@ mod tests {
                 && n.contains("c3")
                 && n.contains("not idempotent")
         );
+    }
+
+    fn patch(id: &str, pre: &str, paths: &[&str]) -> JournalEntry {
+        let mut e = entry(id, "started", false, SideEffects::Workspace, pre);
+        e.tool = "apply_patch".into();
+        e.arguments_json = serde_json::json!({"patch_hash": "h", "paths": paths}).to_string();
+        e
+    }
+
+    #[test]
+    fn a_started_patch_whose_files_are_unchanged_is_rerun() {
+        // Fake: b.txt changed since every pre-checkpoint.
+        let j = vec![
+            patch("p1", "cp0", &["a.txt"]),
+            patch("p2", "cp0", &["a.txt", "b.txt"]),
+            patch("p3", "", &["a.txt"]),
+            patch("p4", "cp0", &[]),
+        ];
+        let p = plan_steps(&j, &Fake, &BTreeSet::new(), &BTreeSet::new());
+        let actions: Vec<&str> = p.iter().map(|s| s.action.as_str()).collect();
+        // Unchanged base: rerun. Its file changed, no pre-checkpoint to
+        // compare with, or paths unknown: a person decides.
+        assert_eq!(
+            actions,
+            [
+                "rerun",
+                "needs_decision",
+                "needs_decision",
+                "needs_decision"
+            ]
+        );
+        assert!(p[0].effects.iter().any(|e| e.contains("same base")));
+    }
+
+    #[test]
+    fn unanswered_approvals_ask_again_and_calls_in_flight_never_rerun() {
+        let mut asked = entry("c1", "planned", false, SideEffects::Workspace, "");
+        asked.result_json = r#"{"refused":"approval required (request r1)"}"#.into();
+        let mut denied = entry("c2", "failed", false, SideEffects::Workspace, "");
+        denied.result_json = r#"{"refused":"denied by user (request r2)"}"#.into();
+        let running = entry("c3", "started", true, SideEffects::None, "cp0");
+        let mut refused_by_agent = asked.clone();
+        refused_by_agent.tool_call_id = "c4".into();
+        let in_flight: BTreeSet<String> = ["c3".to_string()].into();
+        let state = serde_json::json!({"history": [
+            {"role": "assistant", "tool_calls": [{"id": "c4"}]},
+            {"role": "tool", "tool_call_id": "c4", "content": "refused: approval required (refused by the approver)"},
+        ]})
+        .to_string();
+        let answered = answered_calls(&state);
+        assert_eq!(answered, ["c4".to_string()].into());
+        let p = plan_steps(
+            &[asked, denied, running, refused_by_agent],
+            &Fake,
+            &in_flight,
+            &answered,
+        );
+        let actions: Vec<&str> = p.iter().map(|s| s.action.as_str()).collect();
+        assert_eq!(actions, ["rerun", "done", "needs_decision", "done"]);
+        assert!(p[0].effects.iter().any(|e| e.contains("asks again")));
+        assert!(p[2].effects.iter().any(|e| e.contains("still running")));
+        let n = note(&p, &[], "");
+        assert!(n.contains("may still be running"), "{n}");
     }
 }
