@@ -2655,6 +2655,22 @@ fn git(ctx: &ClassifyContext, v: &mut Verdict, args: &[Word]) {
     };
     let is_read = GIT_READ.contains(&sub);
     match sub {
+        // `git help TOPIC` runs man (man.<tool>.cmd), info or a browser
+        // (browser.<tool>.cmd): commands the repository's config may name
+        "help"
+            if !operands.is_empty()
+                || short('w')
+                || short('i')
+                || short('m')
+                || long("web")
+                || long("info")
+                || long("man") =>
+        {
+            v.raise(
+                Tier::Write,
+                "git help TOPIC: runs man, info or a browser (configurable commands)",
+            )
+        }
         _ if is_read => {
             let mut risky = Vec::new();
             for f in &flags {
@@ -2775,8 +2791,15 @@ fn git(ctx: &ClassifyContext, v: &mut Verdict, args: &[Word]) {
                 || long("list")
                 || short('l')
                 || matches!(operands.first().copied(), Some("get" | "list"));
-            if long("edit") || short('e') {
+            // git >= 2.46 subcommands: only `get` and `list` read
+            let sub = operands.first().copied();
+            if long("edit") || short('e') || sub == Some("edit") {
                 v.raise(Tier::Write, "git config --edit: runs an editor");
+            } else if matches!(
+                sub,
+                Some("set" | "unset" | "rename-section" | "remove-section")
+            ) {
+                v.raise(Tier::Write, "git config: changes configuration");
             } else if get
                 || (operands.len() == 1
                     && !long("unset")
