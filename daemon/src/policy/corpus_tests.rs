@@ -248,6 +248,11 @@ fn fail_closed_even_when_write_is_allowed() {
         "   ".into(),
         "bash -c \"$S\"".into(),
         "r*m x".into(),
+        // backquotes the grammar leaves as text, that bash runs
+        "echo \"${x:-`touch y`}\"".into(),
+        "echo ${x:-`touch y`}".into(),
+        "cat <<EOF\n`touch y`\nEOF".into(),
+        "cat <<-EOF\n\t`touch y`\n\tEOF".into(),
         deep,
         many,
         long,

@@ -388,6 +388,13 @@ impl<'c> Analyzer<'c> {
             "simple_expansion" | "expansion" | "arithmetic_expansion" | "array" => {
                 w.dynamic = true;
                 w.text.push_str(text);
+                // the grammar leaves `${x:-`cmd`}` a plain word: bash runs it
+                if text.contains('`') {
+                    self.fail(
+                        vec![text.to_string()],
+                        "backquote inside an expansion: not classified",
+                    );
+                }
                 let mut cur = node.walk();
                 for child in node.named_children(&mut cur) {
                     self.walk_value(src, child, depth + 1);
@@ -712,7 +719,21 @@ impl<'c> Analyzer<'c> {
             }
             "heredoc_redirect" => {
                 let mut cur = node.walk();
+                let mut quoted = false;
                 for child in node.named_children(&mut cur) {
+                    match child.kind() {
+                        "heredoc_start" => {
+                            quoted = Self::text(src, child).contains(['\'', '"', '\\'])
+                        }
+                        // an unquoted delimiter expands the body, backquotes
+                        // included, which the grammar does not parse there
+                        "heredoc_body" if !quoted && Self::text(src, child).contains('`') => self
+                            .fail(
+                                vec![Self::text(src, child).chars().take(80).collect()],
+                                "backquote in a heredoc that expands: not classified",
+                            ),
+                        _ => {}
+                    }
                     self.walk(src, child, depth + 1);
                 }
             }
