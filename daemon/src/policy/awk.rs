@@ -477,6 +477,33 @@ mod tests {
         }
     }
 
+    /// Seeded random programs from awk fragments: no panic, and a program
+    /// holding `system` outside a comment is never read-only.
+    #[test]
+    fn random_programs_never_panic() {
+        const FRAGS: &[&str] = &[
+            "/", "\"", "\\", "[", "]", "(", ")", "{", "}", ";", "\n", "#", "print", "getline",
+            "length", "if", "x", "1", "<", ">", "|", "=", "++", ",", " ", "$", "[:a:]", "^",
+            "\u{e9}",
+        ];
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            let mut p = String::new();
+            let len = (seed % 24) as usize;
+            for _ in 0..len {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                p.push_str(FRAGS[(seed % FRAGS.len() as u64) as usize]);
+            }
+            let _ = awk_program_risk(&p);
+            let with_call = format!("{p}\nsystem(\"id\")");
+            if !p.contains('#') {
+                assert!(awk_program_risk(&with_call).is_some(), "{with_call:?}");
+            }
+        }
+    }
+
     #[test]
     fn ambiguity_has_a_budget() {
         let many = "{ getline /1/ ; }".repeat(200);

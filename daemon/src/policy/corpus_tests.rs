@@ -251,6 +251,7 @@ fn fail_closed_even_when_write_is_allowed() {
         // backquotes the grammar leaves as text, that bash runs
         "echo \"${x:-`touch y`}\"".into(),
         "echo ${x:-`touch y`}".into(),
+        "read -r x < f; echo ${x@P}".into(),
         "cat <<EOF\n`touch y`\nEOF".into(),
         "cat <<-EOF\n\t`touch y`\n\tEOF".into(),
         deep,

@@ -388,11 +388,12 @@ impl<'c> Analyzer<'c> {
             "simple_expansion" | "expansion" | "arithmetic_expansion" | "array" => {
                 w.dynamic = true;
                 w.text.push_str(text);
-                // the grammar leaves `${x:-`cmd`}` a plain word: bash runs it
-                if text.contains('`') {
+                // the grammar leaves `${x:-`cmd`}` a plain word: bash runs
+                // it; `${x@P}` expands x as a prompt, `$(...)` in it included
+                if text.contains('`') || (node.kind() == "expansion" && text.contains("@P")) {
                     self.fail(
                         vec![text.to_string()],
-                        "backquote inside an expansion: not classified",
+                        "backquote or prompt expansion (`@P`) inside an expansion: not classified",
                     );
                 }
                 let mut cur = node.walk();
