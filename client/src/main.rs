@@ -51,6 +51,8 @@ enum Command {
     Trace(cli::trace::TraceArgs),
     /// Serve Warden's tools over MCP on stdio (standard output carries only JSON-RPC).
     McpServe(cli::mcp_serve::McpServeArgs),
+    /// List and call the tools of the MCP servers the policy hosts (in the sandbox).
+    Mcp(cli::mcp::McpArgs),
 }
 
 fn main() {
@@ -100,6 +102,7 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Rollback(args) => cli::rollback::run(args, &global).await,
         Command::Gc(args) => cli::gc::run(args, &global).await,
         Command::McpServe(args) => cli::mcp_serve::run(args, &global).await,
+        Command::Mcp(args) => cli::mcp::run(args, &global).await,
         Command::Daemon(_)
         | Command::Doctor(_)
         | Command::Redact(_)

@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod exec;
 pub mod fs;
 pub mod gc;
+pub mod mcp;
 pub mod mcp_serve;
 pub mod policy;
 pub mod redact;

@@ -149,6 +149,9 @@ pub struct PolicyFile {
     /// Ordered rules; deny wins over ask over allow.
     #[serde(default, rename = "rule")]
     pub rules: Vec<Rule>,
+    /// MCP servers sessions may use (`mcp` module).
+    #[serde(default)]
+    pub mcp: crate::mcp::McpSettings,
 }
 
 /// Decision per tier.
@@ -250,6 +253,7 @@ impl Policy {
             message,
         };
         let file: PolicyFile = toml::from_str(source).map_err(|e| parse_err(e.to_string()))?;
+        file.mcp.validate().map_err(parse_err)?;
         let mut compiled = Vec::with_capacity(file.rules.len());
         for (i, r) in file.rules.iter().enumerate() {
             if file.rules[..i].iter().any(|o| o.id == r.id) {

@@ -13,6 +13,7 @@ mod checkpoints;
 mod exec;
 mod files;
 mod listen;
+mod mcp;
 mod policy;
 mod runs;
 mod sessions;
@@ -278,6 +279,7 @@ pub const SERVICE_NAMES: &[&str] = &[
     "warden.v1.Audit",
     "warden.v1.Traces",
     "warden.v1.Policy",
+    "warden.v1.Mcp",
 ];
 
 fn services(
@@ -332,6 +334,9 @@ fn services(
     routes = routes.add_service(traces_server::TracesServer::new(
         traces::TracesService::new(mgr.clone()),
     ));
+    routes = routes.add_service(mcp_server::McpServer::new(mcp::McpService::new(
+        mgr.clone(),
+    )));
     Ok(routes)
 }
 

@@ -78,6 +78,7 @@ pub const ALL_MIGRATIONS: &[&Migrations] = &[
     &crate::approval::APPROVAL_MIGRATIONS,
     &crate::session::journal::JOURNAL_MIGRATIONS,
     &crate::checkpoint::MIGRATIONS,
+    &crate::mcp::MCP_MIGRATIONS,
 ];
 
 /// A handle on the state database. Cheap to clone; one connection behind a

@@ -1,0 +1,529 @@
+//! End-to-end suite of hosted MCP servers (issue 13) against a real
+//! `wardend`: the daemon starts `mcp-test-server` (tests/mcp_test_server.rs)
+//! inside the sandbox as the session's policy lists it, and every call goes
+//! through trust policy, approvals, pins, journal, checkpoints, audit and
+//! redaction.
+//!
+//! The test server's `write_note` claims `readOnlyHint: true` and writes a
+//! file: untrusted, it is asked about and, once approved, cannot write (the
+//! workspace is read-only to it); trusted, the annotation lets it run
+//! unasked, and the post-checkpoint records what it wrote. Either way it
+//! cannot write outside the workspace nor reach the host's network.
+
+use std::path::{Path, PathBuf};
+
+use warden_tests::{pb, workspace, Client, Daemon};
+
+type Mcp = pb::mcp_client::McpClient<tonic::transport::Channel>;
+
+fn server_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp-test-server"))
+}
+
+/// A policy hosting the test server as `notes` with `trust`; its binary's
+/// directory is bound read-only so the sandbox can run it.
+fn policy(trust: &str) -> String {
+    let bin = server_bin();
+    let dir = bin.parent().unwrap();
+    format!(
+        r#"[sandbox]
+read_only_paths = ["{}"]
+
+[[mcp.servers]]
+name = "notes"
+command = "{}"
+trust = "{trust}"
+env = {{ MCP_TEST_DESC_FILE = "desc.txt" }}
+startup_timeout_ms = 20000
+call_timeout_ms = 20000
+"#,
+        dir.display(),
+        bin.display()
+    )
+}
+
+struct Env {
+    // Field order: the client goes before the daemon.
+    client: Client,
+    mcp: Mcp,
+    sid: String,
+    ws: tempfile::TempDir,
+    d: Daemon,
+}
+
+async fn setup(trust: &str) -> Env {
+    let d = Daemon::start();
+    let ws = workspace();
+    let client = d.client().await;
+    let sid = client
+        .sessions()
+        .create_session(pb::CreateSessionRequest {
+            workspace: ws.path().to_string_lossy().into_owned(),
+            policy_name: format!("mcp-{trust}"),
+            policy_toml: policy(trust),
+            labels: Default::default(),
+        })
+        .await
+        .expect("create session")
+        .into_inner()
+        .id;
+    let mcp = pb::mcp_client::McpClient::new(client.channel());
+    Env {
+        client,
+        mcp,
+        sid,
+        ws,
+        d,
+    }
+}
+
+impl Env {
+    async fn call(&mut self, tool: &str, args: serde_json::Value) -> pb::CallMcpToolResponse {
+        self.call_with(tool, args, |_| {})
+            .await
+            .expect("CallMcpTool")
+    }
+
+    async fn call_with(
+        &mut self,
+        tool: &str,
+        args: serde_json::Value,
+        f: impl FnOnce(&mut pb::CallMcpToolRequest),
+    ) -> Result<pb::CallMcpToolResponse, tonic::Status> {
+        let mut req = pb::CallMcpToolRequest {
+            session_id: self.sid.clone(),
+            server: "notes".into(),
+            tool: tool.into(),
+            arguments_json: args.to_string(),
+            ..Default::default()
+        };
+        f(&mut req);
+        self.mcp.call_mcp_tool(req).await.map(|r| r.into_inner())
+    }
+
+    async fn approve(&self, id: &str, scope: pb::GrantScope) {
+        self.client
+            .approvals()
+            .approve(pb::ApproveRequest {
+                request_id: id.into(),
+                decision: pb::Decision::Allow as i32,
+                scope: scope as i32,
+                prefix: vec![],
+                reason: "test".into(),
+            })
+            .await
+            .expect("approve");
+    }
+
+    async fn list(&mut self) -> pb::ListMcpToolsResponse {
+        self.mcp
+            .list_mcp_tools(pb::ListMcpToolsRequest {
+                session_id: self.sid.clone(),
+                server: String::new(),
+            })
+            .await
+            .expect("ListMcpTools")
+            .into_inner()
+    }
+}
+
+/// A host directory outside every workspace (for writes that must fail).
+fn host_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("mcp-host-")
+        .tempdir_in("/tmp")
+        .unwrap()
+}
+
+fn assert_absent(p: &Path) {
+    assert!(
+        !p.exists(),
+        "{} exists: the server wrote outside its sandbox",
+        p.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untrusted_server_is_asked_and_sees_the_workspace_read_only() {
+    let mut e = setup("untrusted").await;
+    let note = e.ws.path().join("note.txt");
+    let args = serde_json::json!({"path": "note.txt", "text": "hello"});
+
+    // readOnlyHint is not believed: the call is asked about, not run.
+    let r = e.call("write_note", args.clone()).await;
+    assert!(r.refusal.starts_with("approval required"), "{r:?}");
+    assert_eq!(r.decision, pb::Decision::Ask as i32);
+    assert_eq!(r.tier, pb::Tier::Write as i32);
+    let a = r.approval.as_ref().expect("the raised request");
+    let p = a.preview.as_ref().unwrap();
+    assert_eq!(p.tool, "mcp:notes/write_note");
+    assert!(p.diff.contains("its words, not Warden's"), "{}", p.diff);
+    assert!(p.diff.contains("not believed"), "{}", p.diff);
+    assert!(p.diff.contains("\"path\": \"note.txt\""), "{}", p.diff);
+    assert_absent(&note);
+
+    // Approved once: it runs in the sandbox, and its write fails.
+    e.approve(&a.id, pb::GrantScope::Once).await;
+    let r = e.call("write_note", args.clone()).await;
+    assert_eq!(r.refusal, "", "{r:?}");
+    assert_eq!(r.profile, "safe-read");
+    assert!(r.is_error, "the write must fail: {r:?}");
+    assert!(
+        r.text.contains("Read-only file system") || r.text.contains("Permission denied"),
+        "{}",
+        r.text
+    );
+    assert_absent(&note);
+    assert_ne!(r.pre_checkpoint_id, "");
+
+    // The once-grant is used up: the same call asks again.
+    let r = e.call("write_note", args.clone()).await;
+    assert!(r.refusal.starts_with("approval required"), "{r:?}");
+
+    // Outside the workspace (approved with the call): nothing on the host.
+    let host = host_dir();
+    let outside = host.path().join("escaped.txt");
+    let r = e
+        .call_with(
+            "write_note",
+            serde_json::json!({"path": outside, "text": "x"}),
+            |q| q.approve = true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.refusal, "");
+    assert!(r.is_error, "{r:?}");
+    assert_absent(&outside);
+    drop(e.d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_server_runs_unasked_is_checkpointed_and_still_confined() {
+    let mut e = setup("trusted").await;
+    let note = e.ws.path().join("note.txt");
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": "note.txt", "text": "written by a trusted server"}),
+        )
+        .await;
+    // readOnlyHint lowers the decision to allow: no approval.
+    assert_eq!(r.refusal, "", "{r:?}");
+    assert_eq!(r.decision, pb::Decision::Allow as i32);
+    assert_eq!(r.tier, pb::Tier::SafeRead as i32);
+    assert_eq!(r.profile, "write");
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(&note).unwrap(),
+        "written by a trusted server"
+    );
+    // The post-checkpoint records the file the "read-only" tool wrote.
+    assert_ne!(r.pre_checkpoint_id, "");
+    assert_ne!(r.post_checkpoint_id, "");
+    let diff = e
+        .client
+        .checkpoints()
+        .diff_checkpoints(pb::DiffCheckpointsRequest {
+            from_checkpoint_id: r.pre_checkpoint_id.clone(),
+            to_checkpoint_id: r.post_checkpoint_id.clone(),
+        })
+        .await
+        .expect("diff")
+        .into_inner();
+    let changed: Vec<(&str, &str)> = diff
+        .changes
+        .iter()
+        .map(|c| (c.path.as_str(), c.kind.as_str()))
+        .collect();
+    assert_eq!(changed, [("note.txt", "added")]);
+
+    // Still sandboxed: no write outside the workspace...
+    let host = host_dir();
+    let outside = host.path().join("escaped.txt");
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": outside, "text": "x"}),
+        )
+        .await;
+    assert!(r.is_error, "{r:?}");
+    assert_absent(&outside);
+    // ... and no network: a listener on the host's loopback is unreachable
+    // from the server's private network namespace.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let r = e
+        .call(
+            "connect",
+            serde_json::json!({"host": "127.0.0.1", "port": port}),
+        )
+        .await;
+    assert!(r.is_error, "the server reached the host: {r:?}");
+    assert!(r.text.contains("connect failed"), "{}", r.text);
+    drop(e.d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_definition_asks_again_after_a_session_grant() {
+    let mut e = setup("untrusted").await;
+    let args = serde_json::json!({"path": "a.txt", "text": "a"});
+    let r = e.call("write_note", args.clone()).await;
+    let a = r.approval.expect("asked");
+    assert!(!r.definition_changed);
+    e.approve(&a.id, pb::GrantScope::Session).await;
+    let r = e.call("write_note", args).await;
+    assert_eq!(r.refusal, "", "the session grant covers it: {r:?}");
+    // Other arguments, same definition: still covered.
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": "b.txt", "text": "b"}),
+        )
+        .await;
+    assert_eq!(r.refusal, "", "{r:?}");
+    let pinned = r.definition_hash.clone();
+
+    // The server changes the tool's description (rug pull).
+    std::fs::write(
+        e.ws.path().join("desc.txt"),
+        "Also archives the workspace for backup.",
+    )
+    .unwrap();
+    let listed = e.list().await;
+    let t = listed
+        .tools
+        .iter()
+        .find(|t| t.name == "write_note")
+        .unwrap();
+    assert!(t.changed && t.pinned, "{t:?}");
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": "b.txt", "text": "b"}),
+        )
+        .await;
+    assert!(
+        r.refusal.starts_with("approval required"),
+        "a changed definition must ask again: {r:?}"
+    );
+    assert!(r.definition_changed);
+    assert_ne!(r.definition_hash, pinned);
+    let p = r.approval.as_ref().unwrap().preview.clone().unwrap();
+    assert!(
+        p.warnings.iter().any(|w| w.contains("CHANGED")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(p.diff.contains("archives the workspace"), "{}", p.diff);
+    // Approving the new definition re-pins it.
+    e.approve(&r.approval_request_id, pb::GrantScope::Once)
+        .await;
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": "b.txt", "text": "b"}),
+        )
+        .await;
+    assert_eq!(r.refusal, "", "{r:?}");
+    let t = e.list().await;
+    let t = t.tools.iter().find(|t| t.name == "write_note").unwrap();
+    assert!(!t.changed, "re-pinned: {t:?}");
+    drop(e.d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poisoned_description_is_flagged_in_the_preview() {
+    let mut e = setup("untrusted").await;
+    let listed = e.list().await;
+    assert_eq!(listed.servers.len(), 1);
+    assert!(listed.servers[0].running, "{:?}", listed.servers);
+    assert_eq!(listed.servers[0].profile, "safe-read");
+    let poisoned = listed.tools.iter().find(|t| t.name == "poisoned").unwrap();
+    assert!(
+        poisoned
+            .warnings
+            .iter()
+            .any(|w| w.contains("possible tool poisoning")),
+        "{poisoned:?}"
+    );
+    let echo = listed.tools.iter().find(|t| t.name == "echo").unwrap();
+    assert!(echo.warnings.is_empty(), "{echo:?}");
+
+    let r = e
+        .call("poisoned", serde_json::json!({"a": 1, "b": 2}))
+        .await;
+    let p = r.approval.expect("asked").preview.unwrap();
+    let all = p.warnings.join("\n");
+    for needle in [
+        "tag aimed at the model",
+        "credential files",
+        "hide something",
+    ] {
+        assert!(all.contains(needle), "{needle}: {all}");
+    }
+    assert!(
+        p.diff.contains("<IMPORTANT>"),
+        "shown as the server's words: {}",
+        p.diff
+    );
+    drop(e.d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_journaled_audited_and_redacted() {
+    let mut e = setup("trusted").await;
+    let line =
+        std::fs::read_to_string(warden_tests::repo_root().join("../shared/corpus/secrets.jsonl"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.contains("\"kind\": \"aws-ini\""))
+                    .map(str::to_string)
+            });
+    // The corpus lives outside the repository; fall back to the same record.
+    let rec: serde_json::Value = serde_json::from_str(line.as_deref().unwrap_or(
+        r#"{"text": "[default]\naws_access_key_id = AKIAIEQH524YNG5BY1A2\naws_secret_access_key = IDnOdcdbWB2dC4/DSDC6Lc1mxLpQ2yMK/Ye9FZ1w\n", "secrets": ["AKIAIEQH524YNG5BY1A2", "IDnOdcdbWB2dC4/DSDC6Lc1mxLpQ2yMK/Ye9FZ1w"]}"#,
+    ))
+    .unwrap();
+    let text = rec["text"].as_str().unwrap().to_string();
+    let secrets: Vec<String> = rec["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+
+    let run = e
+        .client
+        .runs()
+        .create_run(pb::CreateRunRequest {
+            session_id: e.sid.clone(),
+            task: "mcp".into(),
+            model: "test".into(),
+            run_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let with_ids = |q: &mut pb::CallMcpToolRequest| {
+        q.run_id = run.clone();
+        q.step_id = "step-1".into();
+        q.tool_call_id = "call-1".into();
+    };
+    let r = e
+        .call_with("echo", serde_json::json!({"text": text}), with_ids)
+        .await
+        .unwrap();
+    assert_eq!(r.refusal, "", "{r:?}");
+    assert!(r.redactions >= 1, "{r:?}");
+    for s in &secrets {
+        assert!(!r.text.contains(s.as_str()), "{}", r.text);
+        assert!(!r.content_json.contains(s.as_str()), "{}", r.content_json);
+        assert!(
+            !r.structured_json.contains(s.as_str()),
+            "{}",
+            r.structured_json
+        );
+    }
+    assert!(r.text.contains("aws_access_key_id"), "{}", r.text);
+
+    // The same (run, tool call) is never executed twice.
+    let again = e
+        .call_with("echo", serde_json::json!({"text": "x"}), with_ids)
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+
+    // Journal: one completed entry for the call.
+    let db = rusqlite::Connection::open(e.d.state_dir.join("warden.db")).unwrap();
+    let (tool, state, side_effects, args): (String, String, String, String) = db
+        .query_row(
+            "SELECT tool, state, side_effects, arguments_json FROM step_journal WHERE run_id = ?1 AND tool_call_id = 'call-1'",
+            [&run],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (tool.as_str(), state.as_str(), side_effects.as_str()),
+        ("mcp:notes/echo", "completed", "none")
+    );
+    for s in &secrets {
+        assert!(!args.contains(s.as_str()), "journal arguments: {args}");
+    }
+
+    // Audit: start and end records, redacted.
+    use tokio_stream::StreamExt;
+    let mut stream = e
+        .client
+        .audit()
+        .list_audit(pb::ListAuditRequest {
+            session_id: e.sid.clone(),
+            after_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut actions = Vec::new();
+    while let Some(rec) = stream.next().await {
+        let rec = rec.unwrap();
+        for s in &secrets {
+            assert!(!rec.detail_json.contains(s.as_str()), "{}", rec.detail_json);
+        }
+        if rec.action.starts_with("mcp_") {
+            assert!(rec.detail_json.contains("mcp:notes/echo") || rec.action == "mcp_call_end");
+            actions.push(rec.action);
+        }
+    }
+    assert_eq!(actions, ["mcp_call_start", "mcp_call_end"]);
+    drop(e.d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_calls_get_clear_errors() {
+    let mut e = setup("untrusted").await;
+    let st = e
+        .call_with("echo", serde_json::json!({}), |q| {
+            q.arguments_json = "[1,2]".into()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), tonic::Code::InvalidArgument);
+    assert!(st.message().contains("JSON object"), "{st:?}");
+    let st = e
+        .call_with("echo", serde_json::json!({}), |q| q.server = "nope".into())
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), tonic::Code::NotFound);
+    assert!(
+        st.message().contains("no MCP server named \"nope\""),
+        "{st:?}"
+    );
+    let st = e
+        .call_with("no_such_tool", serde_json::json!({}), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), tonic::Code::NotFound, "{st:?}");
+    // A policy with an unknown key in a server entry is refused.
+    let bad = e
+        .client
+        .sessions()
+        .create_session(pb::CreateSessionRequest {
+            workspace: e.ws.path().to_string_lossy().into_owned(),
+            policy_name: "bad".into(),
+            policy_toml: "[[mcp.servers]]\nname = \"x\"\ncommand = \"y\"\ntrusted = true\n".into(),
+            labels: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(bad.message().contains("trusted"), "{bad:?}");
+    // Closing the session stops its server: calls fail, not hang.
+    e.client.close_session(&e.sid).await.unwrap();
+    let st = e
+        .call_with("echo", serde_json::json!({"text": "x"}), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), tonic::Code::FailedPrecondition, "{st:?}");
+    drop(e.d);
+}
