@@ -536,19 +536,22 @@ pub async fn call(
     let args_shown = redactor.redact(&args_canon).0;
 
     // The step journal: `planned` before anything runs.
-    if let Some(k) = &cx.key {
-        let decl: &ToolDecl = &verdict.decl;
-        let a = serde_json::json!({"server": c.server, "tool": c.tool, "arguments": args_shown, "definition_hash": hash});
-        mgr.journal_plan(
-            k,
-            &session.id,
-            &c.step_id,
-            &id,
-            &a.to_string(),
-            verdict.tier.as_str(),
-            decl,
-        )?;
-    }
+    let _in_flight = match &cx.key {
+        Some(k) => {
+            let decl: &ToolDecl = &verdict.decl;
+            let a = serde_json::json!({"server": c.server, "tool": c.tool, "arguments": args_shown, "definition_hash": hash});
+            Some(mgr.journal_plan(
+                k,
+                &session.id,
+                &c.step_id,
+                &id,
+                &a.to_string(),
+                verdict.tier.as_str(),
+                decl,
+            )?)
+        }
+        None => None,
+    };
 
     // Approval: the request is bound to the tool, its definition hash and
     // the exact arguments; a session grant to the tool at this definition.
@@ -611,7 +614,14 @@ pub async fn call(
     out.approval_request_id = gate.approval_id().map(str::to_string);
     if let Some(refusal) = gate.refusal() {
         if let Gate::Ask(req) = gate {
+            // Nothing was decided yet: the call stays planned (calling
+            // again, or resuming the run, asks again).
+            if let Some(k) = &cx.key {
+                mgr.journal_unanswered(k, &serde_json::json!({"refused": refusal}))?;
+            }
             out.approval = Some(req);
+            out.refusal = Some(refusal);
+            return Ok(out);
         }
         return cx.refuse(out, refusal);
     }
