@@ -527,3 +527,90 @@ async fn bad_calls_get_clear_errors() {
     assert_eq!(st.code(), tonic::Code::FailedPrecondition, "{st:?}");
     drop(e.d);
 }
+
+/// `warden mcp list` / `warden mcp call` against the daemon: a trusted
+/// read-only tool prints its result; an untrusted call without a terminal
+/// exits 126 with `approval required`, and `--yes` runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_and_calls_tools() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    for trust in ["trusted", "untrusted"] {
+        std::fs::write(dir.path().join(format!("{trust}.toml")), policy(trust)).unwrap();
+    }
+    let pol = |t: &str| dir.path().join(format!("{t}.toml")).display().to_string();
+    let wsp = ws.path().display().to_string();
+
+    let out = d.run(&[
+        "mcp",
+        "--workspace",
+        &wsp,
+        "--policy",
+        &pol("untrusted"),
+        "list",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["write_note", "echo", "connect", "poisoned"]);
+    assert_eq!(v["servers"][0]["profile"], "safe-read");
+
+    let out = d.run(&[
+        "mcp",
+        "--workspace",
+        &wsp,
+        "--policy",
+        &pol("trusted"),
+        "call",
+        "notes",
+        "echo",
+        r#"{"text": "hello from mcp"}"#,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from mcp\n");
+
+    let args = [
+        "mcp",
+        "--workspace",
+        &wsp,
+        "--policy",
+        &pol("untrusted"),
+        "call",
+        "notes",
+        "echo",
+        r#"{"text": "x"}"#,
+    ];
+    let out = d.run(&args);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("approval required"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut yes = args.to_vec();
+    yes.push("--yes");
+    let out = d.run(&yes);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "x\n");
+}
