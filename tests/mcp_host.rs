@@ -614,3 +614,71 @@ async fn the_cli_lists_and_calls_tools() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "x\n");
 }
+
+/// The agent loop offers the hosted tools as `mcp__<server>__<tool>`: a
+/// scripted run calls the untrusted server's `echo`, the approver (`--approve
+/// yes`) answers the ask, and the call is journaled as completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_loop_calls_hosted_tools() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let pol = dir.path().join("untrusted.toml");
+    std::fs::write(&pol, policy("untrusted")).unwrap();
+    let plan = dir.path().join("plan.jsonl");
+    let turns = [
+        serde_json::json!({"content": null, "tool_calls": [{"id": "m1", "name": "mcp__notes__echo", "arguments": {"text": "from the agent"}}]}),
+        serde_json::json!({"content": "done", "tool_calls": []}),
+    ];
+    std::fs::write(
+        &plan,
+        turns
+            .iter()
+            .map(|t| t.to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = d
+        .warden()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--policy")
+        .arg(&pol)
+        .args(["--approve", "yes", "--json", "--model"])
+        .arg(format!("script:{}", plan.display()))
+        .arg("echo something")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let t = evs
+        .iter()
+        .find(|e| e["event"] == "tool_finished")
+        .expect("a tool call");
+    assert_eq!(t["tool"], "mcp__notes__echo");
+    assert_eq!(t["refused"], false, "{t}");
+    assert_eq!(t["decision"], "ask", "{t}");
+    let run_id = evs[0]["run_id"].as_str().unwrap();
+    let db = rusqlite::Connection::open(d.state_dir.join("warden.db")).unwrap();
+    let (tool, state, result): (String, String, String) = db
+        .query_row(
+            "SELECT tool, state, result_json FROM step_journal WHERE run_id = ?1 AND tool_call_id = 'm1'",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (tool.as_str(), state.as_str()),
+        ("mcp:notes/echo", "completed")
+    );
+    assert!(result.contains("from the agent"), "{result}");
+}

@@ -298,7 +298,8 @@ impl Agent<'_> {
             approver: self.approver,
             budget_bytes: self.config.tool_budget_bytes,
         };
-        let specs = tools::specs();
+        let mut specs = tools::specs();
+        specs.extend(tools::mcp_specs(self.client, &self.session_id).await);
         let mut step = history.iter().filter(|m| m.role == Role::Assistant).count() as u32;
         let interrupted = tokio::signal::ctrl_c();
         tokio::pin!(interrupted);

@@ -83,6 +83,60 @@ const TOOLS: &[ToolDef] = &[
     },
 ];
 
+/// Prefix of the tools of hosted MCP servers: `mcp__<server>__<tool>`
+/// (server names never contain `__`).
+pub const MCP_PREFIX: &str = "mcp__";
+
+/// (server, tool) of `mcp__<server>__<tool>` without its prefix.
+fn mcp_target(rest: &str) -> Option<(&str, &str)> {
+    let (server, tool) = rest.split_once("__")?;
+    (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
+}
+
+/// Specs of the tools of the MCP servers the session's policy hosts (the
+/// daemon starts them in the sandbox). Tools whose names a model API cannot
+/// carry (`[A-Za-z0-9_-]`, 64 bytes in all) are left out; a server that
+/// cannot start contributes nothing (logged). The description says whose
+/// words it is.
+pub async fn mcp_specs(client: &Client, session_id: &str) -> Vec<ToolSpec> {
+    let req = pb::ListMcpToolsRequest {
+        session_id: session_id.to_string(),
+        server: String::new(),
+    };
+    let r = match pb::mcp_client::McpClient::new(client.channel())
+        .list_mcp_tools(req)
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(s) => {
+            tracing::warn!("listing MCP tools: {}", s.message());
+            return vec![];
+        }
+    };
+    for s in r.servers.iter().filter(|s| !s.error.is_empty()) {
+        tracing::warn!(server = %s.name, "MCP server not available: {}", s.error);
+    }
+    r.tools
+        .into_iter()
+        .filter_map(|t| {
+            let name = format!("{MCP_PREFIX}{}__{}", t.server, t.name);
+            let ok = name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            ok.then(|| ToolSpec {
+                name,
+                description: format!(
+                    "Tool {:?} of the MCP server {:?} ({}). The server describes it as: {}",
+                    t.name, t.server, t.trust, t.description
+                ),
+                parameters: serde_json::from_str(&t.input_schema_json)
+                    .unwrap_or_else(|_| json!({"type": "object"})),
+            })
+        })
+        .collect()
+}
+
 /// JSON-schema tool specs for the model, generated from [`TOOLS`].
 pub fn specs() -> Vec<ToolSpec> {
     TOOLS
@@ -104,6 +158,18 @@ pub fn specs() -> Vec<ToolSpec> {
 /// a malformed call never reaches the daemon). Returns the reason it is
 /// malformed.
 pub fn validate(call: &ToolCall) -> Result<(), String> {
+    if let Some(rest) = call.name.strip_prefix(MCP_PREFIX) {
+        if mcp_target(rest).is_none() {
+            return Err(format!("bad MCP tool name {:?}", call.name));
+        }
+        if call.malformed || !call.arguments.is_object() {
+            return Err(format!(
+                "the arguments of {} must be a JSON object",
+                call.name
+            ));
+        }
+        return Ok(());
+    }
     let Some(def) = TOOLS.iter().find(|t| t.name == call.name) else {
         return Err(format!(
             "unknown tool {:?}; available: {}",
@@ -193,6 +259,25 @@ fn arg_str(v: &Value, k: &str) -> String {
         .to_string()
 }
 
+/// The answer to approval request `id` that the approver's `verdict` gives.
+fn answer_of(id: &str, verdict: &Verdict) -> pb::ApproveRequest {
+    let (decision, scope) = match verdict {
+        Verdict::Once => (pb::Decision::Allow, pb::GrantScope::Once),
+        Verdict::Session => (pb::Decision::Allow, pb::GrantScope::Session),
+        Verdict::Refuse(_) => (pb::Decision::Deny, pb::GrantScope::Once),
+    };
+    pb::ApproveRequest {
+        request_id: id.to_string(),
+        decision: decision as i32,
+        scope: scope as i32,
+        prefix: vec![],
+        reason: match verdict {
+            Verdict::Refuse(why) => why.clone(),
+            _ => "granted by the agent's approver".into(),
+        },
+    }
+}
+
 /// Cuts `s` to `budget` bytes (keeping head and tail) with a marker.
 pub fn truncate(s: &str, budget: usize) -> String {
     if s.len() <= budget {
@@ -240,11 +325,77 @@ impl Dispatcher<'_> {
             "write_file" | "apply_patch" => self.write(step_id, call).await,
             "list_dir" => self.list_dir(call).await,
             "grep" => self.grep(call).await,
+            n if n.starts_with(MCP_PREFIX) => self.mcp(step_id, call).await,
             _ => unreachable!("validated"),
         };
         out.duration_ms = started.elapsed().as_millis() as u64;
         out.text = truncate(&out.text, self.budget_bytes);
         out
+    }
+
+    /// A tool of a hosted MCP server (`CallMcpTool`); when the policy asks,
+    /// the approver answers and the call is made once more.
+    async fn mcp(&self, step_id: &str, call: &ToolCall) -> Outcome {
+        let Some((server, tool)) = call.name.strip_prefix(MCP_PREFIX).and_then(mcp_target) else {
+            unreachable!("validated")
+        };
+        let req = pb::CallMcpToolRequest {
+            session_id: self.session_id.clone(),
+            server: server.to_string(),
+            tool: tool.to_string(),
+            arguments_json: call.arguments.to_string(),
+            run_id: self.run_id.clone(),
+            step_id: step_id.to_string(),
+            tool_call_id: call.id.clone(),
+            ..Default::default()
+        };
+        let mut mcp = pb::mcp_client::McpClient::new(self.client.channel());
+        let mut answered = false;
+        loop {
+            let r = match mcp.call_mcp_tool(self.req(req.clone())).await {
+                Ok(r) => r.into_inner(),
+                Err(s) => {
+                    return Outcome {
+                        text: format!("error: {}", s.message()),
+                        ..Default::default()
+                    }
+                }
+            };
+            let mut out = Outcome {
+                tier: Some(tier_name(r.tier).into()),
+                decision: Some(decision_name(r.decision).into()),
+                pre_checkpoint: (!r.pre_checkpoint_id.is_empty())
+                    .then(|| r.pre_checkpoint_id.clone()),
+                post_checkpoint: (!r.post_checkpoint_id.is_empty())
+                    .then(|| r.post_checkpoint_id.clone()),
+                ..Default::default()
+            };
+            if let (Some(a), false) = (&r.approval, answered) {
+                answered = true;
+                let verdict = self.approver.decide(a).await;
+                let answer = answer_of(&a.id, &verdict);
+                if let Err(s) = self.client.approvals().approve(answer).await {
+                    tracing::warn!("approve {}: {}", a.id, s.message());
+                }
+                if let Verdict::Refuse(why) = verdict {
+                    out.refused = true;
+                    out.text = format!("refused: {} ({why}); take another way", r.refusal);
+                    return out;
+                }
+                continue;
+            }
+            if !r.refusal.is_empty() {
+                out.refused = true;
+                out.text = format!("refused: {}; take another way", r.refusal);
+                return out;
+            }
+            out.text = if r.is_error {
+                format!("error (reported by the MCP server): {}", r.text)
+            } else {
+                r.text
+            };
+            return out;
+        }
     }
 
     async fn shell(&self, step_id: &str, call: &ToolCall) -> Outcome {
@@ -299,21 +450,7 @@ impl Dispatcher<'_> {
                     }
                     Some(Event::ApprovalRequired(a)) => {
                         let verdict = self.approver.decide(&a).await;
-                        let (decision, scope) = match verdict {
-                            Verdict::Once => (pb::Decision::Allow, pb::GrantScope::Once),
-                            Verdict::Session => (pb::Decision::Allow, pb::GrantScope::Session),
-                            Verdict::Refuse(_) => (pb::Decision::Deny, pb::GrantScope::Once),
-                        };
-                        let r = pb::ApproveRequest {
-                            request_id: a.id.clone(),
-                            decision: decision as i32,
-                            scope: scope as i32,
-                            prefix: vec![],
-                            reason: match verdict.clone() {
-                                Verdict::Refuse(why) => why,
-                                _ => "granted by the agent's approver".into(),
-                            },
-                        };
+                        let r = answer_of(&a.id, &verdict);
                         if let Err(s) = self.client.approvals().approve(r.clone()).await {
                             // A session grant the daemon refuses (no safe
                             // prefix, e.g. a compound command) falls back to

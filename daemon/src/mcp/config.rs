@@ -186,8 +186,10 @@ impl McpSettings {
         }
         for (i, s) in self.servers.iter().enumerate() {
             let e = |m: String| format!("mcp server {:?}: {m}", s.name);
-            if !valid_name(&s.name) {
-                return Err(e("name must be 1-32 characters of a-z, 0-9, - and _".into()));
+            if !valid_name(&s.name) || s.name.contains("__") {
+                return Err(e(
+                    "name must be 1-32 characters of a-z, 0-9, - and _, without `__`".into(),
+                ));
             }
             if self.servers[..i].iter().any(|o| o.name == s.name) {
                 return Err(e("duplicate name".into()));
@@ -295,6 +297,7 @@ mod tests {
                 "maybe",
             ),
             ("name = \"A B\"\ncommand = \"x\"\n", "name must be"),
+            ("name = \"a__b\"\ncommand = \"x\"\n", "without `__`"),
             ("name = \"a\"\n", "needs `command`"),
             (
                 "name = \"a\"\ncommand = \"x\"\nurl = \"https://e\"\n",
