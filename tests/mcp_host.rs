@@ -682,3 +682,83 @@ async fn the_agent_loop_calls_hosted_tools() {
     );
     assert!(result.contains("from the agent"), "{result}");
 }
+
+/// Servers that cannot serve fail closed with the reason, and never hang a
+/// call: one that never answers `initialize` (start-up timeout), one that
+/// exits at once (its stderr in the error), and a streamable HTTP server
+/// (not hosted: it would run outside the sandbox). The good server of the
+/// same policy still lists its tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_and_unsupported_servers_fail_closed() {
+    let mut e = setup("untrusted").await;
+    let toml = format!(
+        r#"{}
+[[mcp.servers]]
+name = "sleeper"
+command = "sleep"
+args = ["60"]
+startup_timeout_ms = 1000
+
+[[mcp.servers]]
+name = "quitter"
+command = "sh"
+args = ["-c", "echo no such database >&2; exit 3"]
+
+[[mcp.servers]]
+name = "remote"
+url = "https://mcp.example.com/mcp"
+"#,
+        policy("untrusted")
+    );
+    e.sid = e
+        .client
+        .sessions()
+        .create_session(pb::CreateSessionRequest {
+            workspace: e.ws.path().to_string_lossy().into_owned(),
+            policy_name: "broken".into(),
+            policy_toml: toml,
+            labels: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let t0 = std::time::Instant::now();
+    let listed = e.list().await;
+    assert!(t0.elapsed() < std::time::Duration::from_secs(15));
+    let by_name = |n: &str| listed.servers.iter().find(|s| s.name == n).unwrap();
+    assert!(by_name("notes").running);
+    assert!(
+        by_name("sleeper")
+            .error
+            .contains("took longer than 1000 ms"),
+        "{:?}",
+        by_name("sleeper")
+    );
+    assert!(
+        by_name("quitter").error.contains("no such database"),
+        "{:?}",
+        by_name("quitter")
+    );
+    assert!(
+        by_name("remote").error.contains("streamable HTTP"),
+        "{:?}",
+        by_name("remote")
+    );
+    assert!(listed.tools.iter().all(|t| t.server == "notes"));
+
+    for (server, code) in [
+        ("sleeper", tonic::Code::Unavailable),
+        ("quitter", tonic::Code::Unavailable),
+        ("remote", tonic::Code::FailedPrecondition),
+    ] {
+        let st = e
+            .call_with("echo", serde_json::json!({"text": "x"}), |q| {
+                q.server = server.into()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(st.code(), code, "{server}: {st:?}");
+    }
+    drop(e.d);
+}

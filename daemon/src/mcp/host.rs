@@ -332,7 +332,7 @@ impl McpHost {
             });
         }
         let stderr = Arc::new(Mutex::new(Vec::new()));
-        tokio::spawn(keep_tail(err_r, stderr.clone()));
+        let mut tail_task = Some(tokio::spawn(keep_tail(err_r, stderr.clone())));
         let io = (|| -> std::io::Result<_> {
             Ok((
                 tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?,
@@ -351,8 +351,11 @@ impl McpHost {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 kill.kill();
-                // Let the stderr reader take what the process said.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // The sandbox is gone: its stderr reaches end of file once
+                // the reader took what the process said (bounded wait).
+                if let Some(t) = tail_task.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+                }
                 let tail =
                     String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|p| p.into_inner()))
                         .trim()
