@@ -235,7 +235,7 @@ impl Files for FilesService {
                 journal_begin(&mgr, &key, pre.as_ref())?;
                 let c = ws.write_file(&r.path, &r.content, base, mode);
                 let post = mgr.file_tool_post(s, pre.as_ref(), &meta);
-                let c = journal_outcome(&mgr, &key, c.as_ref().map(std::slice::from_ref))
+                let c = journal_outcome(&mgr, &key, c.as_ref().map(std::slice::from_ref), post.as_ref())
                     .and(c.map_err(ws_status))?;
                 tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "write_file");
                 mgr.audit_file_change(peer, &call, std::slice::from_ref(&c))
@@ -299,7 +299,7 @@ impl Files for FilesService {
                 journal_begin(&mgr, &key, pre.as_ref())?;
                 let changes = ws.apply_patch(&r.patch);
                 let post = mgr.file_tool_post(s, pre.as_ref(), &meta);
-                let changes = journal_outcome(&mgr, &key, changes.as_deref())
+                let changes = journal_outcome(&mgr, &key, changes.as_deref(), post.as_ref())
                     .and(changes.map_err(ws_status))?;
                 for c in &changes {
                     tracing::info!(session = %s.id, path = %c.path, kind = c.kind.as_str(), old = %c.old_hash, new = %c.new_hash, "apply_patch");
@@ -479,16 +479,30 @@ fn journal_end(
     ok: bool,
     result: serde_json::Value,
 ) -> Result<(), Status> {
+    journal_finish(mgr, key, ok, result, None)
+}
+
+fn journal_finish(
+    mgr: &SessionManager,
+    key: &Option<CallKey>,
+    ok: bool,
+    result: serde_json::Value,
+    post: Option<&crate::checkpoint::Checkpoint>,
+) -> Result<(), Status> {
     match key {
-        Some(k) => mgr.journal_finish(k, ok, &result, None).map_err(status),
+        Some(k) => mgr
+            .journal_finish(k, ok, &result, post.map(|c| c.id.as_str()))
+            .map_err(status),
         None => Ok(()),
     }
 }
 
+/// Journals how the write went, with its post-checkpoint.
 fn journal_outcome(
     mgr: &SessionManager,
     key: &Option<CallKey>,
     r: Result<&[FileChange], &WorkspaceError>,
+    post: Option<&crate::checkpoint::Checkpoint>,
 ) -> Result<(), Status> {
     let (ok, v) = match r {
         Ok(changes) => (
@@ -499,7 +513,7 @@ fn journal_outcome(
         ),
         Err(e) => (false, serde_json::json!({"error": e.to_string()})),
     };
-    journal_end(mgr, key, ok, v)
+    journal_finish(mgr, key, ok, v, post)
 }
 
 /// Puts this session's redaction markers back to the original values before
