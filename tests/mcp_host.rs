@@ -237,6 +237,23 @@ async fn trusted_server_runs_unasked_is_checkpointed_and_still_confined() {
         .collect();
     assert_eq!(changed, [("note.txt", "added")]);
 
+    // A protected path that did not exist stays absent (git config that
+    // would redirect hooks): removed after the call, with a warning.
+    std::fs::create_dir(e.ws.path().join(".git")).unwrap();
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": ".git/config", "text": "[core]\n\thooksPath = /tmp/evil\n"}),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    assert_absent(&e.ws.path().join(".git/config"));
+    assert!(
+        r.warnings.iter().any(|w| w.contains("removed .git/config")),
+        "{:?}",
+        r.warnings
+    );
+
     // Still sandboxed: no write outside the workspace...
     let host = host_dir();
     let outside = host.path().join("escaped.txt");

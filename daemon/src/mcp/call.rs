@@ -707,6 +707,16 @@ pub async fn call(
         _ => None,
     };
     out.post_checkpoint_id = post.as_ref().map(|p| p.id.clone());
+    // Protected paths that did not exist stay absent (as for exec).
+    let removed =
+        crate::session::exec::remove_created(&session.workspace, &running.absent_protected);
+    if !removed.is_empty() {
+        tracing::warn!(session = %session.id, server = %cfg.name, ?removed, "removed protected paths the MCP server created");
+        out.warnings.push(format!(
+            "removed {} that the server created: protected paths stay absent",
+            removed.join(", ")
+        ));
+    }
 
     let end = match &result {
         Ok(r) => {

@@ -59,6 +59,10 @@ pub struct Running {
     pub landlock: Enforcement,
     /// Pid of the sandbox's init, in the daemon's pid namespace.
     pub pid: u32,
+    /// Protected paths (workspace-relative) that did not exist when a
+    /// server that may write the workspace started: the sandbox cannot make
+    /// them read-only, so what it creates there is removed after each call.
+    pub absent_protected: Vec<std::path::PathBuf>,
 }
 
 impl Drop for Running {
@@ -295,6 +299,14 @@ impl McpHost {
             env.push((k.clone(), v.clone()));
         }
         let profile = profile_for(cfg);
+        let absent_protected = if profile == Profile::SafeRead {
+            Vec::new()
+        } else {
+            crate::session::exec::absent_protected(
+                &session.workspace,
+                &session.policy.file.sandbox.all_protected(),
+            )
+        };
         let mut argv = vec![command.clone()];
         argv.extend(cfg.args.iter().cloned());
         let req = SpawnRequest {
@@ -389,6 +401,7 @@ impl McpHost {
             profile,
             landlock,
             pid,
+            absent_protected,
         })
     }
 }

@@ -639,7 +639,7 @@ impl SessionManager {
 }
 
 /// The protected paths (relative) that do not exist in the workspace now.
-fn absent_protected(root: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn absent_protected(root: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
     let Ok(dir) = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) else {
         return Vec::new();
     };
@@ -653,7 +653,7 @@ fn absent_protected(root: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
 /// Removes those of `absent` that exist now, through a capability on the
 /// workspace root (never following a symlink out of it); returns what was
 /// removed.
-fn remove_created(root: &Path, absent: &[PathBuf]) -> Vec<String> {
+pub(crate) fn remove_created(root: &Path, absent: &[PathBuf]) -> Vec<String> {
     if absent.is_empty() {
         return Vec::new();
     }
