@@ -548,3 +548,71 @@ except OSError as e:
             >= 1
     );
 }
+
+/// Install-tier commands get a per-session package cache: pip's (and npm's,
+/// Go's, XDG's) cache dir points into the session's own directory, outside
+/// the workspace and the daemon's state, writable by the command and kept
+/// across the session's commands; another session sees none of it, the
+/// host's own pip cache is neither used nor visible, and the directory is
+/// removed when the session closes. Other tiers get no cache dir.
+#[test]
+fn install_tier_gets_a_per_session_package_cache() {
+    let d = daemon(&[], &[]);
+    let pol = policy(d.dir.path(), "");
+    let ws = workspace();
+    let host_cache = std::env::var("HOME")
+        .map(PathBuf::from)
+        .unwrap()
+        .join(".cache/pip");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = d.client().await;
+        let s1 = warden_tests::session(&c, ws.path(), pol.to_str().unwrap()).await;
+        let s2 = warden_tests::session(&c, ws.path(), pol.to_str().unwrap()).await;
+        let run = |sid: &str, cmd: &str| {
+            let req = warden_tests::pb::ExecRequest {
+                session_id: sid.into(),
+                command: cmd.into(),
+                ..Default::default()
+            };
+            let c = &c;
+            async move { warden_tests::exec(c, req).await.expect("exec") }
+        };
+        // `pip install --help` makes the command install tier.
+        let probe = format!(
+            "pip install --help >/dev/null 2>&1; python3 -m pip cache dir; \
+             cat \"$PIP_CACHE_DIR/planted\" 2>/dev/null; mkdir -p \"$PIP_CACHE_DIR\" && echo \"s=$1\" > \"$PIP_CACHE_DIR/planted\" \
+             && echo wrote; ls {} >/dev/null 2>&1 && echo HOSTCACHE; echo \"npm=$npm_config_cache\"",
+            host_cache.display()
+        );
+        let r = run(&s1, &format!("set -- one; {probe}")).await;
+        let out = r.stdout_str();
+        assert_eq!(r.exit().code, 0, "{out}\n{}", r.stderr_str());
+        let dir = out.lines().next().unwrap_or_default().trim().to_string();
+        let expect = warden_daemon::session::exec::session_caches_root().join(&s1);
+        assert!(
+            dir.starts_with(&expect.display().to_string()),
+            "pip's cache dir {dir:?} is not the session's {}",
+            expect.display()
+        );
+        assert!(!dir.starts_with(&host_cache.display().to_string()));
+        assert!(out.contains("wrote"), "{out}\n{}", r.stderr_str());
+        assert!(!out.contains("HOSTCACHE"), "the host's pip cache is visible");
+        assert!(out.contains(&format!("npm={}/npm", expect.display())), "{out}");
+        assert!(expect.join("pip/planted").exists());
+        // Kept across the session's commands; invisible to another session.
+        let r = run(&s1, &format!("set -- again; {probe}")).await;
+        assert!(r.stdout_str().contains("s=one"), "{}", r.stdout_str());
+        let r = run(&s2, &format!("set -- two; {probe}")).await;
+        assert!(!r.stdout_str().contains("s=one"), "{}", r.stdout_str());
+        // A write-tier command has no cache dir of the session.
+        let r = run(&s1, "echo \"pip=$PIP_CACHE_DIR\"; ls -d $HOME/.cache/warden 2>&1 || true").await;
+        assert!(r.stdout_str().contains("pip=\n"), "{}", r.stdout_str());
+        c.close_session(&s1).await.unwrap();
+        assert!(!expect.exists(), "the session's cache outlived it");
+        c.close_session(&s2).await.unwrap();
+    });
+}

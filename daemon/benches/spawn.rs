@@ -101,6 +101,7 @@ fn main() {
             cwd: ws.to_path_buf(),
             profile: Profile::Write,
             settings: SandboxSettings::default(),
+            cache_dir: None,
         };
         rt.block_on(async {
             let (_r1, w1) = nix::unistd::pipe().unwrap();

@@ -86,6 +86,7 @@ impl H {
             cwd: ws.to_path_buf(),
             profile,
             settings: SandboxSettings::default(),
+            cache_dir: None,
         }
     }
 

@@ -223,6 +223,14 @@ pub struct SpawnRequest {
     pub cwd: PathBuf,
     pub profile: Profile,
     pub settings: SandboxSettings,
+    /// A host directory bound read-write at its own path for package caches
+    /// (install profile only: the per-session cache layer). `PIP_CACHE_DIR`,
+    /// `npm_config_cache`, `YARN_CACHE_FOLDER`, `GOPATH`, `GOMODCACHE`,
+    /// `GOCACHE` and `XDG_CACHE_HOME` point into it ([`plan::CACHE_ENV`]).
+    /// Refused for other profiles and for a path that is not a directory or
+    /// overlaps the workspace, a hidden path or a system tree.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// How a command ended.
@@ -585,6 +593,7 @@ impl Spawner {
             cwd: ws.clone(),
             profile: Profile::Write,
             settings: settings.clone(),
+            cache_dir: None,
         };
         let r = async {
             let (_r1, w1) = nix::unistd::pipe().map_err(std::io::Error::from)?;

@@ -118,6 +118,68 @@ pub(crate) fn credential_masks(
     out
 }
 
+/// Environment variables pointed into [`crate::sandbox::SpawnRequest::cache_dir`]
+/// (variable, subdirectory): pip, npm, yarn, Go, and every XDG-cache user.
+pub const CACHE_ENV: &[(&str, &str)] = &[
+    ("PIP_CACHE_DIR", "pip"),
+    ("npm_config_cache", "npm"),
+    ("YARN_CACHE_FOLDER", "yarn"),
+    ("GOPATH", "go"),
+    ("GOMODCACHE", "go/pkg/mod"),
+    ("GOCACHE", "go-build"),
+    ("XDG_CACHE_HOME", "xdg"),
+];
+
+/// Checks a request's cache dir: install profile only, an absolute real
+/// directory (not a symlink) outside the workspace, the hidden paths and the
+/// system trees. When the helper is root, hands the directory itself (not
+/// its contents) to the sandbox's host uid so the command can write it.
+fn cache_bind(
+    c: &Path,
+    profile: Profile,
+    ws: &Path,
+    hidden: &[PathBuf],
+    host: &HostFacts,
+) -> Result<(), WireError> {
+    if profile != Profile::Install {
+        return Err(refused(format!(
+            "a package-cache dir is for the install profile only, not {}",
+            profile.as_str()
+        )));
+    }
+    if !c.is_absolute() || c.components().any(|x| x == Component::ParentDir) {
+        return Err(refused(format!(
+            "cache dir {} is not absolute",
+            c.display()
+        )));
+    }
+    let m = std::fs::symlink_metadata(c)
+        .map_err(|e| refused(format!("cache dir {}: {e}", c.display())))?;
+    if !m.is_dir() {
+        return Err(refused(format!(
+            "cache dir {} is not a directory",
+            c.display()
+        )));
+    }
+    if overlaps(c, ws)
+        || hidden.iter().any(|h| overlaps(c, h))
+        || SYSTEM.iter().any(|s| overlaps(c, Path::new(s)))
+    {
+        return Err(refused(format!(
+            "cache dir {} overlaps the workspace, a hidden path or a system tree",
+            c.display()
+        )));
+    }
+    if host.root {
+        use std::os::unix::fs::MetadataExt;
+        if m.uid() != host.host_uid {
+            std::os::unix::fs::lchown(c, Some(host.host_uid), Some(host.host_gid))
+                .map_err(|e| setup("cache", format!("chown {}: {e}", c.display())))?;
+        }
+    }
+    Ok(())
+}
+
 /// Device nodes bound into the minimal `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
@@ -426,6 +488,18 @@ impl Plan {
         } else {
             rules.write.push(ws.clone());
         }
+        if let Some(c) = &req.cache_dir {
+            cache_bind(c, req.profile, ws, hidden, host)?;
+            ops.push(Op::Bind {
+                src: c.clone(),
+                dst: c.clone(),
+                file: false,
+                readonly: false,
+                device: false,
+            });
+            visible.push(c.clone());
+            rules.write.push(c.clone());
+        }
 
         // passwd / group with the sandbox user.
         let home_s = home.display().to_string();
@@ -474,6 +548,13 @@ impl Plan {
                 "CARGO_HOME",
                 home.join(".cargo").display().to_string(),
             );
+        }
+        if let Some(c) = &req.cache_dir {
+            // Package managers' caches in the session's cache dir, never
+            // the host's (which the sandbox does not show anyway).
+            for (k, sub) in CACHE_ENV {
+                set(&mut env, k, c.join(sub).display().to_string());
+            }
         }
         if home.join(".rustup").is_dir() && get(&env, "RUSTUP_HOME").is_none() {
             set(
@@ -567,6 +648,7 @@ mod tests {
                 cwd: ws.to_path_buf(),
                 profile,
                 settings: SandboxSettings::default(),
+                cache_dir: None,
             },
             hidden: vec!["/run".into()],
         }
@@ -707,5 +789,41 @@ mod tests {
         );
         let gh = got.iter().find(|(p, _)| p.ends_with("gh")).unwrap();
         assert!(!gh.1, "a credential directory is masked as a directory");
+    }
+
+    #[test]
+    fn cache_dir_is_install_only_and_outside_the_workspace() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let p = ws.path().canonicalize().unwrap();
+        let c = cache.path().canonicalize().unwrap();
+        let mut r = req(&p, Profile::Install);
+        r.spawn.cache_dir = Some(c.clone());
+        let plan = Plan::new(&r, &host(home.path())).unwrap();
+        assert!(plan.rules.write.contains(&c));
+        assert!(plan
+            .env
+            .iter()
+            .any(|e| e.to_str().unwrap() == format!("PIP_CACHE_DIR={}/pip", c.display())));
+        for (profile, dir) in [
+            (Profile::Write, c.clone()),
+            (Profile::Network, c.clone()),
+            (Profile::Install, p.join("sub")),
+            (Profile::Install, PathBuf::from("/usr")),
+            (Profile::Install, c.join("missing")),
+        ] {
+            std::fs::create_dir_all(p.join("sub")).unwrap();
+            let mut r = req(&p, profile);
+            r.spawn.cache_dir = Some(dir.clone());
+            assert!(
+                matches!(
+                    Plan::new(&r, &host(home.path())),
+                    Err(WireError::Refused(_))
+                ),
+                "{profile:?} {} accepted",
+                dir.display()
+            );
+        }
     }
 }

@@ -531,6 +531,7 @@ pub async fn run_attacks(spawner: &Spawner, exe: &Path) -> Vec<AttackResult> {
             cwd: ws.clone(),
             profile,
             settings,
+            cache_dir: None,
         };
         let r = run_confined(spawner, req, Duration::from_secs(30)).await;
         let marker_ok = std::fs::read_to_string(&marker).ok().as_deref() == Some("host");

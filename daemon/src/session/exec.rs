@@ -475,6 +475,15 @@ impl SessionManager {
     ) -> Result<ExitSummary, SessionError> {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
+        // Install-tier commands write package caches into the session's own
+        // cache dir (kept across its commands, removed when it closes).
+        let cache_dir = if profile == Profile::Install {
+            Some(session_cache_dir(&session.id).map_err(|e| {
+                SessionError::Internal(format!("the session's package-cache dir: {e}"))
+            })?)
+        } else {
+            None
+        };
         let req = SpawnRequest {
             argv: vec!["bash".into(), "-c".into(), command.to_string()],
             env: base_env(),
@@ -482,6 +491,7 @@ impl SessionManager {
             cwd,
             profile,
             settings: session.policy.file.sandbox.clone(),
+            cache_dir,
         };
         let started = Instant::now();
         let mut child = match self.spawner().spawn(req, out_w, err_w).await {
@@ -635,6 +645,77 @@ impl SessionManager {
             ));
         }
         (done, (!note.is_empty()).then_some(note))
+    }
+}
+
+/// Where the per-session package-cache dirs live: `$XDG_CACHE_HOME/warden/
+/// sessions`, else `$HOME/.cache/warden/sessions`, else
+/// `$TMPDIR/warden-cache-<uid>/sessions`. Outside the state dir, which no
+/// sandbox may see.
+pub fn session_caches_root() -> PathBuf {
+    let abs = |k: &str| {
+        std::env::var_os(k)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p != Path::new("/"))
+    };
+    if let Some(x) = abs("XDG_CACHE_HOME") {
+        return x.join("warden/sessions");
+    }
+    if let Some(h) = abs("HOME") {
+        return h.join(".cache/warden/sessions");
+    }
+    std::env::temp_dir()
+        .join(format!("warden-cache-{}", nix::unistd::geteuid()))
+        .join("sessions")
+}
+
+fn clean_session_id(id: &str) -> std::io::Result<&str> {
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("session id {id:?} is not a plain name"),
+        ));
+    }
+    Ok(id)
+}
+
+/// The package-cache dir of session `id` (created, mode 0700, when absent).
+/// Errors: I/O, or an id that is not a plain name.
+pub fn session_cache_dir(id: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let root = session_caches_root();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root)?;
+    let d = root.join(clean_session_id(id)?);
+    match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    if !std::fs::symlink_metadata(&d)?.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory",
+            d.display()
+        )));
+    }
+    Ok(d)
+}
+
+/// Removes the package-cache dir of session `id`, if any (session close).
+pub fn remove_session_cache(id: &str) {
+    if let Ok(id) = clean_session_id(id) {
+        let d = session_caches_root().join(id);
+        if let Err(e) = std::fs::remove_dir_all(&d) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %d.display(), "could not remove a session's package cache: {e}");
+            }
+        }
     }
 }
 

@@ -361,6 +361,7 @@ impl SessionManager {
         }
         // Pending requests expire and grants end with the session.
         self.approvals.end_session(id)?;
+        exec::remove_session_cache(id);
         self.get_session(id)
     }
 
