@@ -555,8 +555,8 @@ except OSError as e:
 /// across the session's commands; another session sees none of it, the
 /// host's own pip cache is neither used nor visible, and the directory is
 /// removed when the session closes. Other tiers get no cache dir.
-#[test]
-fn install_tier_gets_a_per_session_package_cache() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_tier_gets_a_per_session_package_cache() {
     let d = daemon(&[], &[]);
     let pol = policy(d.dir.path(), "");
     let ws = workspace();
@@ -564,11 +564,7 @@ fn install_tier_gets_a_per_session_package_cache() {
         .map(PathBuf::from)
         .unwrap()
         .join(".cache/pip");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    {
         let c = d.client().await;
         let s1 = warden_tests::session(&c, ws.path(), pol.to_str().unwrap()).await;
         let s2 = warden_tests::session(&c, ws.path(), pol.to_str().unwrap()).await;
@@ -600,8 +596,14 @@ fn install_tier_gets_a_per_session_package_cache() {
         );
         assert!(!dir.starts_with(&host_cache.display().to_string()));
         assert!(out.contains("wrote"), "{out}\n{}", r.stderr_str());
-        assert!(!out.contains("HOSTCACHE"), "the host's pip cache is visible");
-        assert!(out.contains(&format!("npm={}/npm", expect.display())), "{out}");
+        assert!(
+            !out.contains("HOSTCACHE"),
+            "the host's pip cache is visible"
+        );
+        assert!(
+            out.contains(&format!("npm={}/npm", expect.display())),
+            "{out}"
+        );
         assert!(expect.join("pip/planted").exists());
         // Kept across the session's commands; invisible to another session.
         let r = run(&s1, &format!("set -- again; {probe}")).await;
@@ -609,10 +611,14 @@ fn install_tier_gets_a_per_session_package_cache() {
         let r = run(&s2, &format!("set -- two; {probe}")).await;
         assert!(!r.stdout_str().contains("s=one"), "{}", r.stdout_str());
         // A write-tier command has no cache dir of the session.
-        let r = run(&s1, "echo \"pip=$PIP_CACHE_DIR\"; ls -d $HOME/.cache/warden 2>&1 || true").await;
+        let r = run(
+            &s1,
+            "echo \"pip=$PIP_CACHE_DIR\"; ls -d $HOME/.cache/warden 2>&1 || true",
+        )
+        .await;
         assert!(r.stdout_str().contains("pip=\n"), "{}", r.stdout_str());
         c.close_session(&s1).await.unwrap();
         assert!(!expect.exists(), "the session's cache outlived it");
         c.close_session(&s2).await.unwrap();
-    });
+    }
 }

@@ -316,6 +316,7 @@ impl McpHost {
             cwd: session.workspace.clone(),
             profile,
             settings: session.policy.file.sandbox.clone(),
+            cache_dir: None,
         };
         let mut child = mgr
             .spawner()

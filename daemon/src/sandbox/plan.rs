@@ -130,6 +130,27 @@ pub const CACHE_ENV: &[(&str, &str)] = &[
     ("XDG_CACHE_HOME", "xdg"),
 ];
 
+/// `p` is absolute without `..` and a directory (`follow`: through a
+/// symlink; else a symlink is refused). Errors: `Refused` naming `what`.
+fn abs_dir(p: &Path, what: &str, follow: bool) -> Result<std::fs::Metadata, WireError> {
+    if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
+        return Err(refused(format!("{what} {} is not absolute", p.display())));
+    }
+    let m = if follow {
+        std::fs::metadata(p)
+    } else {
+        std::fs::symlink_metadata(p)
+    }
+    .map_err(|e| refused(format!("{what} {}: {e}", p.display())))?;
+    if !m.is_dir() {
+        return Err(refused(format!(
+            "{what} {} is not a directory",
+            p.display()
+        )));
+    }
+    Ok(m)
+}
+
 /// Checks a request's cache dir: install profile only, an absolute real
 /// directory (not a symlink) outside the workspace, the hidden paths and the
 /// system trees. When the helper is root, hands the directory itself (not
@@ -147,20 +168,7 @@ fn cache_bind(
             profile.as_str()
         )));
     }
-    if !c.is_absolute() || c.components().any(|x| x == Component::ParentDir) {
-        return Err(refused(format!(
-            "cache dir {} is not absolute",
-            c.display()
-        )));
-    }
-    let m = std::fs::symlink_metadata(c)
-        .map_err(|e| refused(format!("cache dir {}: {e}", c.display())))?;
-    if !m.is_dir() {
-        return Err(refused(format!(
-            "cache dir {} is not a directory",
-            c.display()
-        )));
-    }
+    let m = abs_dir(c, "cache dir", false)?;
     if overlaps(c, ws)
         || hidden.iter().any(|h| overlaps(c, h))
         || SYSTEM.iter().any(|s| overlaps(c, Path::new(s)))
@@ -270,20 +278,7 @@ impl Plan {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| refused("command contains a NUL byte"))?;
         let ws = &req.workspace;
-        if !ws.is_absolute() || ws.components().any(|c| c == Component::ParentDir) {
-            return Err(refused(format!(
-                "workspace {} is not absolute",
-                ws.display()
-            )));
-        }
-        let meta = std::fs::metadata(ws)
-            .map_err(|e| refused(format!("workspace {}: {e}", ws.display())))?;
-        if !meta.is_dir() {
-            return Err(refused(format!(
-                "workspace {} is not a directory",
-                ws.display()
-            )));
-        }
+        let meta = abs_dir(ws, "workspace", true)?;
         if ws == Path::new("/") || SYSTEM.iter().any(|s| ws == Path::new(s)) {
             return Err(refused(format!(
                 "workspace {} is a system directory",
