@@ -340,7 +340,7 @@ fn render(
 /// FailedPrecondition (closed session).
 pub async fn list_tools(
     mgr: &Arc<SessionManager>,
-    host: &McpHost,
+    host: &Arc<McpHost>,
     peer: Peer,
     session_id: &str,
     server: &str,
@@ -354,13 +354,30 @@ pub async fn list_tools(
     let redactor = mgr.redactor(&session);
     let mut tools = Vec::new();
     let mut servers = Vec::new();
-    for cfg in configs {
+    // Servers start and list in parallel: one slow or broken server costs
+    // its own timeout, not the sum of all of them.
+    let mut set = tokio::task::JoinSet::new();
+    for (i, cfg) in configs.iter().enumerate() {
+        let (host, session, cfg) = (host.clone(), session.clone(), cfg.clone());
+        set.spawn(async move {
+            let r = async {
+                let running = host.get(&session, &cfg).await?;
+                running.list_tools().await
+            }
+            .await;
+            (i, r)
+        });
+    }
+    let mut results: Vec<Option<Result<Vec<Tool>, McpError>>> =
+        configs.iter().map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let (i, r) =
+            joined.map_err(|e| McpError::Unavailable(format!("listing MCP tools: {e}")))?;
+        results[i] = Some(r);
+    }
+    for (cfg, listed) in configs.into_iter().zip(results) {
         let profile = super::host::profile_for(&cfg);
-        let listed = async {
-            let running = host.get(&session, &cfg).await?;
-            running.list_tools().await
-        }
-        .await;
+        let Some(listed) = listed else { continue };
         let list = match listed {
             Ok(l) => l,
             Err(e) => {
