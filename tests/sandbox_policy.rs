@@ -579,7 +579,7 @@ async fn install_tier_gets_a_per_session_package_cache() {
         };
         // `pip install --help` makes the command install tier.
         let probe = format!(
-            "pip install --help >/dev/null 2>&1; python3 -m pip cache dir; \
+            "pip install --help >/dev/null 2>&1; python3 -m pip cache dir 2>/dev/null || echo \"$PIP_CACHE_DIR\"; \
              cat \"$PIP_CACHE_DIR/planted\" 2>/dev/null; mkdir -p \"$PIP_CACHE_DIR\" && echo \"s=$1\" > \"$PIP_CACHE_DIR/planted\" \
              && echo wrote; ls {} >/dev/null 2>&1 && echo HOSTCACHE; echo \"npm=$npm_config_cache\"",
             host_cache.display()

@@ -72,7 +72,8 @@ pub(crate) fn own_cgroup(mountinfo: &str, cgroup: &str) -> Result<PathBuf, Strin
             "this process's cgroup {path} lies outside its cgroup namespace"
         ));
     }
-    Ok(mnt.join(path.trim_start_matches('/')))
+    let rel = path.trim_matches('/');
+    Ok(if rel.is_empty() { mnt } else { mnt.join(rel) })
 }
 
 fn controllers(dir: &Path, file: &str) -> Vec<String> {
