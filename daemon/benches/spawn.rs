@@ -77,8 +77,18 @@ fn start_daemon(dir: &Path) -> Option<Daemon> {
     Some(Daemon { child, socket })
 }
 
+/// `/proc/loadavg`'s 1-minute figure: the ratios count, but the absolute
+/// numbers only mean something next to the machine's load.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(String::from))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn main() {
     let spawner = Spawner::start().expect("spawn helper");
+    let load_before = load();
     let rounds: usize = std::env::var("WARDEN_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -186,7 +196,10 @@ fn main() {
         "confined spawn",
         "warden exec -- true",
     ];
-    println!("{rounds} rounds, microseconds");
+    println!(
+        "{rounds} rounds, microseconds; load average {load_before} before, {} after",
+        load()
+    );
     println!(
         "{:<22} {:>10} {:>10} {:>10}",
         "variant", "median", "p10", "p90"

@@ -79,15 +79,26 @@ fn loopback_up() -> Result<(), String> {
     Ok(())
 }
 
+/// The highest capability number of the running kernel
+/// (`/proc/sys/kernel/cap_last_cap`, capabilities(7)); read once in the
+/// helper, so each command's processes inherit the value instead of
+/// reading procfs twice per spawn. 63 when unreadable (drop them all).
+pub(crate) fn cap_last() -> libc::c_ulong {
+    static LAST: std::sync::OnceLock<libc::c_ulong> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
+            .unwrap_or(63)
+    })
+}
+
 /// Drops every capability: bounding set, ambient set, then
 /// effective/permitted/inheritable (capabilities(7)).
 fn drop_caps() -> Result<(), String> {
     // SAFETY: prctl/capset with valid arguments.
     unsafe {
-        let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-            .ok()
-            .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
-            .unwrap_or(63);
+        let last = cap_last();
         for c in 0..=last {
             if libc::prctl(libc::PR_CAPBSET_DROP, c, 0, 0, 0) != 0
                 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)

@@ -26,14 +26,29 @@ static mut T0: Option<std::time::Instant> = None;
 const TRACE_FD: i32 = 1023;
 
 /// With `WARDEN_SPAWN_TRACE=1` in the daemon's environment, prints the time
-/// of each set-up phase (µs since the request arrived) on standard error.
+/// of each set-up phase (µs since the request arrived) and the CPU time of
+/// the printing process so far (µs; a fresh clone starts at zero) on
+/// standard error.
 pub(crate) fn trace(what: &str) {
     if *TRACE.get_or_init(|| std::env::var_os("WARDEN_SPAWN_TRACE").is_some()) {
         // SAFETY: single-threaded process; T0 is only written in try_spawn.
         let t0 = unsafe { T0 };
         if let Some(t0) = t0 {
             // fd 2 of the helper, saved before any dup2 in the command.
-            let line = format!("spawn-trace {:>8} us  {what}\n", t0.elapsed().as_micros());
+            // CPU time of this process so far (a forked child starts at
+            // zero), immune to the scheduling noise of a loaded machine.
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime into a local timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+            let cpu = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
+            let line = format!(
+                "spawn-trace {:>8} us  cpu {:>6} us  {what}\n",
+                t0.elapsed().as_micros(),
+                cpu
+            );
             // SAFETY: write(2) of a local buffer.
             unsafe { libc::write(TRACE_FD, line.as_ptr().cast(), line.len()) };
         }
@@ -137,6 +152,8 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| PathBuf::from(if root { "/root" } else { "/" }));
+    // Per-spawn constants, computed once and inherited by every clone.
+    child::cap_last();
     let filters = match super::seccomp::compile() {
         Ok(f) => f,
         Err(e) => {

@@ -63,7 +63,13 @@
 //!
 //! # seccomp deny list
 //!
-//! Installed last (after Landlock), as four stacked filters:
+//! Installed last (after Landlock). Written as four filters (an arch/x32
+//! guard, then one seccompiler program per answer: `EPERM`, `ENOSYS`,
+//! `EAFNOSUPPORT`) and installed as one program that gives the same answer
+//! for every syscall (`seccomp::merge`; a unit test compares both with a BPF
+//! interpreter): a short dispatcher allows, after a binary search, every
+//! native syscall number no rule names, so the kernel's per-syscall action
+//! cache is cheap to build at each spawn.
 //!
 //! | syscall(s) | answer | why |
 //! |---|---|---|

@@ -164,13 +164,45 @@ fn mkdir_p(p: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(p)
 }
 
-fn touch(p: &Path) -> std::io::Result<()> {
-    if let Some(parent) = p.parent() {
-        mkdir_p(parent)?;
+/// Runs `f`; when it fails with `ENOENT` (a missing parent), creates the
+/// parent directories of `p` and runs it once more. Most parents exist (the
+/// root tmpfs, `/dev`), so the common case costs one syscall.
+fn with_parent<T>(p: &Path, mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    match f() {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            if let Some(parent) = p.parent() {
+                mkdir_p(parent)?;
+            }
+            f()
+        }
+        r => r,
     }
-    match std::fs::symlink_metadata(p) {
-        Ok(_) => Ok(()),
-        Err(_) => std::fs::File::create(p).map(|_| ()),
+}
+
+/// Creates an empty file at `p` (a bind target) unless something already
+/// exists there (`O_CREAT | O_EXCL | O_NOFOLLOW`: an existing entry, even a
+/// symlink, is left alone as before).
+fn touch(p: &Path) -> std::io::Result<()> {
+    let c = cstr(p);
+    let r = with_parent(p, || {
+        // SAFETY: valid C string; the fd is closed right away.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: our fresh fd.
+        unsafe { libc::close(fd) };
+        Ok(())
+    });
+    match r {
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+        r => r,
     }
 }
 
@@ -315,10 +347,8 @@ fn apply(op: &Op, src: Option<&OwnedFd>) -> Result<(), String> {
             Ok(())
         }
         Op::Symlink { target, .. } => {
-            if let Some(parent) = dst.parent() {
-                mkdir_p(parent).map_err(|e| err("mkdir", e))?;
-            }
-            std::os::unix::fs::symlink(target, &dst).map_err(|e| err("symlink", e))
+            with_parent(&dst, || std::os::unix::fs::symlink(target, &dst))
+                .map_err(|e| err("symlink", e))
         }
         Op::Mask { file, .. } => {
             if std::fs::symlink_metadata(&dst).is_err() {
