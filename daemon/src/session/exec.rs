@@ -293,6 +293,13 @@ impl SessionManager {
             }
         };
 
+        // Nested git repositories' hooks and config, fingerprinted before
+        // the command (alongside the pre-checkpoint's walk) so that what it
+        // plants there is quarantined after it.
+        let nested_scan = (profile != Profile::SafeRead).then(|| {
+            let ws = session.workspace.clone();
+            tokio::task::spawn_blocking(move || super::nested_git::scan(&ws))
+        });
         // 3. Checkpoint (pre) of the workspace. A step whose pre-checkpoint
         // fails never runs (fail closed: full disk, unreadable workspace).
         let args_json = serde_json::json!({"command": p.command, "cwd": p.cwd}).to_string();
@@ -370,15 +377,9 @@ impl SessionManager {
                 &session.policy.file.sandbox.all_protected(),
             )
         };
-        // Nested git repositories' hooks and config, fingerprinted now so
-        // that what the command plants there is quarantined after it.
-        let nested_before = if profile == Profile::SafeRead {
-            None
-        } else {
-            let ws = session.workspace.clone();
-            tokio::task::spawn_blocking(move || super::nested_git::scan(&ws))
-                .await
-                .ok()
+        let nested_before = match nested_scan {
+            Some(t) => t.await.ok(),
+            None => None,
         };
         let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
