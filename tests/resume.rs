@@ -432,3 +432,60 @@ fn an_unanswered_approval_is_asked_again_after_resume() {
         assert_eq!(again.code(), tonic::Code::FailedPrecondition);
     });
 }
+
+/// A client that goes away while its command runs cuts the call off: the
+/// daemon kills the command and the journal entry stays `started` (it never
+/// completed), so resume re-runs an idempotent read and asks about a write,
+/// instead of replaying "killed by signal 9" as the call's result.
+#[test]
+fn a_command_cut_off_by_its_client_is_started_not_completed() {
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        let c = d.client().await;
+        let (sid, run) = new_run(&c, ws.path()).await;
+        for (id, command) in [
+            ("r1", "cat /dev/null; sleep 30"),
+            ("w1", "echo x > w.txt; sleep 30"),
+        ] {
+            let req = pb::ExecRequest {
+                session_id: sid.clone(),
+                command: command.into(),
+                approve: true,
+                run_id: run.id.clone(),
+                step_id: format!("{}-{id}", run.id),
+                tool_call_id: id.into(),
+                ..Default::default()
+            };
+            let mut stream = c.exec_client().exec(req).await.unwrap().into_inner();
+            // Wait until the command runs, then go away mid-command.
+            loop {
+                let ev = stream.message().await.unwrap().expect("stream ended early");
+                if matches!(ev.event, Some(pb::exec_event::Event::Started(_))) {
+                    break;
+                }
+            }
+            drop(stream);
+        }
+        // Resume waits for calls still in flight in the daemon, so the plan
+        // sees both cut off.
+        let plan = c
+            .runs()
+            .resume(pb::ResumeRequest {
+                run_id: run.id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let action = |id: &str| {
+            let s = plan.steps.iter().find(|s| s.tool_call_id == id).unwrap();
+            (s.journal.clone(), s.action.clone())
+        };
+        assert_eq!(action("r1"), ("started".into(), "rerun".into()), "{plan:?}");
+        assert_eq!(
+            action("w1"),
+            ("started".into(), "needs_decision".into()),
+            "{plan:?}"
+        );
+    });
+}

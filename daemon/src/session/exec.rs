@@ -60,6 +60,10 @@ pub struct ExitSummary {
     pub signal: Option<i32>,
     pub duration_ms: u64,
     pub timed_out: bool,
+    /// The client went away while the command ran, so it was killed: the
+    /// call was cut off, not completed, and its journal entry stays
+    /// `started` (resume re-runs it only when idempotent).
+    pub client_gone: bool,
     /// Set when policy or approval refused the call: the reason, starting
     /// `denied` or `approval required`.
     pub refusal: Option<String>,
@@ -410,6 +414,7 @@ impl SessionManager {
                 "signal": s.signal,
                 "duration_ms": s.duration_ms,
                 "timed_out": s.timed_out,
+                "client_gone": s.client_gone,
                 "stdout_dropped_bytes": s.stdout_dropped,
                 "stderr_dropped_bytes": s.stderr_dropped,
                 "redactions": s.redactions,
@@ -438,12 +443,19 @@ impl SessionManager {
         if let Some(note) = nested_note {
             let _ = tx.send(ExecEvent::Stderr(note.into_bytes())).await;
         }
-        if let Some(k) = &call {
-            let (ok, result) = match &result {
-                Ok(s) => (true, journal_result(s)),
-                Err(e) => (false, serde_json::json!({"error": e.to_string()})),
-            };
-            self.journal_finish(k, ok, &result, post.as_ref().map(|c| c.id.as_str()))?;
+        match (&call, &result) {
+            // Cut off by the client's departure: it never completed, so the
+            // entry stays `started` and a resume decides (re-run only when
+            // idempotent), instead of replaying "killed by signal 9".
+            (Some(_), Ok(s)) if s.client_gone => {}
+            (Some(k), _) => {
+                let (ok, result) = match &result {
+                    Ok(s) => (true, journal_result(s)),
+                    Err(e) => (false, serde_json::json!({"error": e.to_string()})),
+                };
+                self.journal_finish(k, ok, &result, post.as_ref().map(|c| c.id.as_str()))?;
+            }
+            (None, _) => {}
         }
         let mut summary = result?;
         end?;
@@ -545,6 +557,7 @@ impl SessionManager {
         ));
 
         let mut timed_out = false;
+        let mut client_gone = false;
         let exit = tokio::select! {
             r = child.wait() => r,
             _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
@@ -553,6 +566,7 @@ impl SessionManager {
                 child.wait().await
             }
             _ = tx.closed() => {
+                client_gone = true;
                 child.kill();
                 child.wait().await
             }
@@ -591,6 +605,7 @@ impl SessionManager {
             signal: exit.signal,
             duration_ms: started.elapsed().as_millis() as u64,
             timed_out,
+            client_gone,
             stdout_dropped: out.dropped,
             stderr_dropped: err.dropped,
             redactions: out.redactions + err.redactions,
