@@ -121,14 +121,14 @@ fn main() {
         let _ = std::fs::remove_dir_all(ws.join(".git"));
         sh(
             &ws,
-            "git init -q && git config user.email b@x && git config user.name b",
+            "git init -q && git config user.email b@x && git config user.name b && git config gc.auto 0",
         );
         let (t, _) = time(|| sh(&ws, "git add -A && git write-tree"));
         git_add.push(t);
         if i + 1 == runs {
             // Pack the objects, as in a real repository (50k loose objects
             // would double the files a snapshot of `.git/` sees).
-            sh(&ws, "git commit -qm base && git gc -q");
+            sh(&ws, "git -c gc.auto=0 commit -qm base && git gc -q");
         }
     }
     // The .git dir is now part of the tree both tools see.

@@ -1,8 +1,10 @@
 //! The content-addressed blob store: `<state>/blobs/ab/cdef…` where
 //! `abcdef…` is the hex BLAKE3 of the content. Writes go to
 //! `<state>/blobs/tmp/` and are renamed into place (rename(2) is atomic);
-//! durability comes from one `syncfs(2)` per checkpoint ([`BlobStore::sync`]),
-//! not an fsync per blob. Reads verify the hash, so a blob torn by a crash
+//! durability comes once per checkpoint, before its record is written: one
+//! `syncfs(2)` ([`BlobStore::sync`]) when it wrote many blobs, an fsync of
+//! each new blob and its directory when only a few
+//! ([`BlobStore::sync_blobs`]). Reads verify the hash, so a blob torn by a crash
 //! is detected, never returned.
 
 use std::collections::HashSet;
@@ -12,6 +14,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::{store_err, CheckpointError, Result};
+
+/// Most blobs made durable one by one by [`BlobStore::sync_blobs`].
+pub(crate) const FSYNC_MAX_BLOBS: usize = 64;
 
 pub(crate) struct BlobStore {
     root: PathBuf,
@@ -98,6 +103,37 @@ impl BlobStore {
             return Err(corrupt());
         }
         Ok(bytes)
+    }
+
+    /// Makes the blobs `hashes` durable, content and directory entries:
+    /// up to [`FSYNC_MAX_BLOBS`] of them by `fdatasync(2)` of each blob,
+    /// then `fsync(2)` of each shard directory holding one and of the store
+    /// root (a shard this checkpoint created); more, by one [`Self::sync`]
+    /// (one `syncfs(2)` beats many fsyncs; but on a filesystem shared with
+    /// busy writers a `syncfs` also flushes all of their dirty data).
+    /// Errors: [`CheckpointError::Store`].
+    pub(crate) fn sync_blobs(&self, hashes: &[blake3::Hash]) -> Result<()> {
+        if hashes.is_empty() {
+            return Ok(());
+        }
+        if hashes.len() > FSYNC_MAX_BLOBS {
+            return self.sync();
+        }
+        let mut dirs = std::collections::BTreeSet::new();
+        for h in hashes {
+            let p = self.path(h);
+            let f = fs::File::open(&p).map_err(store_err(&p))?;
+            f.sync_data().map_err(store_err(&p))?;
+            if let Some(d) = p.parent() {
+                dirs.insert(d.to_path_buf());
+            }
+        }
+        dirs.insert(self.root.clone());
+        for d in dirs {
+            let f = fs::File::open(&d).map_err(store_err(&d))?;
+            f.sync_all().map_err(store_err(&d))?;
+        }
+        Ok(())
     }
 
     /// `syncfs(2)` on the store's filesystem: makes every blob written so

@@ -22,6 +22,10 @@ use super::blobs::BlobStore;
 use super::statcache::{CacheEntry, StatCache, StatKey, RACY_MARGIN_NS};
 use super::{CheckpointError, CheckpointSettings, Result};
 
+/// Stale stat-cache entries tolerated before the cache is rewritten (or a
+/// sixteenth of the entries, when more).
+const STALE_MAX: usize = 256;
+
 /// What a snapshot entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -195,7 +199,8 @@ pub(crate) fn build_excludes(
 struct Local {
     items: Vec<(String, Entry, Option<StatKey>)>,
     skipped: Vec<String>,
-    misses: usize,
+    /// Files hashed whose stat key is cacheable (not racily clean).
+    new_keys: usize,
     hashed: u64,
 }
 
@@ -216,6 +221,9 @@ struct Queue {
 struct Walker<'a> {
     input: &'a WalkInput<'a>,
     excludes: ignore::gitignore::Gitignore,
+    /// Every exclude pattern is directory-only (`target/`): no file can
+    /// match, so files skip the matcher.
+    dirs_only: bool,
     start_ns: i64,
     count: AtomicU64,
     queue: Mutex<Queue>,
@@ -333,7 +341,9 @@ impl Walker<'_> {
                 Err(e) => return Err(entry_err(&path)(e)),
             };
             let ft = md.file_type();
-            if self.excludes.matched(&path, ft.is_dir()).is_ignore() {
+            if (ft.is_dir() || !self.dirs_only)
+                && self.excludes.matched(&path, ft.is_dir()).is_ignore()
+            {
                 continue;
             }
             if self.count.fetch_add(1, Ordering::Relaxed) >= settings.max_entries {
@@ -395,10 +405,7 @@ impl Walker<'_> {
                         };
                         local.items.push((path, entry, Some(key)));
                     }
-                    _ => {
-                        local.misses += 1;
-                        self.hash_file(&dir, name, path, cap, local)?;
-                    }
+                    _ => self.hash_file(&dir, name, path, cap, local)?,
                 }
             } else {
                 local.items.push((path, other_entry(&md), None));
@@ -462,9 +469,19 @@ impl Walker<'_> {
             hash,
             stored,
         };
+        local.new_keys += usize::from(!racy);
         local.items.push((path, entry, (!racy).then_some(key)));
         Ok(())
     }
+}
+
+/// True when every gitignore line is blank, a comment, or a pattern
+/// ending in an unescaped `/` (which matches directories only, gitignore(5)).
+fn dir_only_patterns(lines: &[String]) -> bool {
+    lines.iter().all(|l| {
+        let t = l.trim_end_matches(' ');
+        t.is_empty() || t.starts_with('#') || (t.ends_with('/') && !t.ends_with("\\/"))
+    })
 }
 
 /// Walks `root` and builds the snapshot (and, with a sink, stores every
@@ -474,6 +491,7 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     let walker = Walker {
         input,
         excludes: build_excludes(input.settings)?,
+        dirs_only: dir_only_patterns(&input.settings.exclude),
         start_ns: crate::now_ms() * 1_000_000,
         count: AtomicU64::new(0),
         queue: Mutex::new(Queue {
@@ -505,20 +523,26 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     });
     let mut items = Vec::new();
     let mut skipped = Vec::new();
-    let mut misses = 0;
+    let mut new_keys = 0;
     let mut hashed_files = 0;
     for r in results {
         let mut l = r?;
         hashed_files += l.hashed;
         items.append(&mut l.items);
         skipped.append(&mut l.skipped);
-        misses += l.misses;
+        new_keys += l.new_keys;
     }
     items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     skipped.sort();
 
-    let cached_files = items.iter().filter(|i| i.2.is_some()).count();
-    let cache = if misses == 0 && cached_files == input.cache.map.len() {
+    // The cache changes only when a file got a new cacheable key. Entries
+    // of files gone or now racily clean are stale, never wrong (a hit needs
+    // the exact stat key, and a later file cannot get that ctime back): the
+    // cache is rewritten for them only once they are many, so a step that
+    // touches one file does not rewrite the whole cache file.
+    let cached_hits = items.iter().filter(|i| i.2.is_some()).count() - new_keys;
+    let stale = input.cache.map.len().saturating_sub(cached_hits);
+    let cache = if new_keys == 0 && stale <= STALE_MAX.max(input.cache.map.len() / 16) {
         None
     } else {
         let map: HashMap<String, CacheEntry> = items

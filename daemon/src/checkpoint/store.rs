@@ -370,23 +370,34 @@ impl CheckpointStore {
             }
         };
         let mut new_bytes = snap.new_blob_bytes;
-        let mut needed = new_bytes > 0;
-        for (h, bytes) in &snap.trees {
-            if !known.contains(h) {
-                needed = true;
-                new_bytes += self.inner.blobs.put(h, bytes)?;
+        // The same tree as the latest checkpoint: every blob it references
+        // is durable already (nothing to write, nothing to sync).
+        let same_as_latest = latest.as_ref().filter(|l| l.snapshot.root == snap.root);
+        if same_as_latest.is_none() {
+            for (h, bytes) in &snap.trees {
+                if !known.contains(h) {
+                    new_bytes += self.inner.blobs.put(h, bytes)?;
+                }
             }
-        }
-        if !needed {
-            // Files whose blobs were not known but already intact in the
-            // store (e.g. content seen in an older checkpoint).
-            needed = snap
-                .entries
-                .values()
-                .any(|e| e.stored && e.kind != EntryKind::Other && !known.contains(&e.hash));
-        }
-        if needed {
-            self.inner.blobs.sync()?;
+            // Every referenced blob the latest checkpoint did not hold: the
+            // ones just written, and ones already intact in the store (seen
+            // by an older or an unfinished checkpoint) that may not be
+            // durable yet.
+            let fresh: Vec<blake3::Hash> = snap
+                .trees
+                .iter()
+                .map(|t| t.0)
+                .chain(
+                    snap.entries
+                        .values()
+                        .filter(|e| e.stored && e.kind != EntryKind::Other)
+                        .map(|e| e.hash),
+                )
+                .filter(|h| !known.contains(h))
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            self.inner.blobs.sync_blobs(&fresh)?;
         }
         let base_snap: Option<(String, Arc<Snapshot>)> = match base {
             Base::Latest => latest.as_ref().map(|l| (l.id.clone(), l.snapshot.clone())),
@@ -396,8 +407,8 @@ impl CheckpointStore {
             },
         };
         let mut changes = match &base_snap {
-            Some((_, b)) => changes::diff(&b.entries, &snap.entries),
-            None => Vec::new(),
+            Some((_, b)) if b.root != snap.root => changes::diff(&b.entries, &snap.entries),
+            _ => Vec::new(),
         };
         if let Some((_, b)) = &base_snap {
             self.add_patches(&mut changes, &Side::Store(b), &Side::Store(&snap));
@@ -437,7 +448,14 @@ impl CheckpointStore {
         if settings.git_refs && super::gitref::has_repo(ws) {
             self.record_git_ref(ws, &id, &meta.session_id, kind, &snap, latest.as_deref());
         }
-        let snap = Arc::new(snap);
+        let (snap, known) = match same_as_latest {
+            // Equal roots, equal trees: share the latest's snapshot and set.
+            Some(l) => (l.snapshot.clone(), l.known.clone()),
+            None => {
+                let known = Arc::new(snap.blob_hashes());
+                (Arc::new(snap), known)
+            }
+        };
         self.inner
             .latest
             .lock()
@@ -447,7 +465,7 @@ impl CheckpointStore {
                 Arc::new(Latest {
                     id: id.clone(),
                     seq,
-                    known: Arc::new(snap.blob_hashes()),
+                    known,
                     snapshot: snap.clone(),
                 }),
             );

@@ -127,6 +127,51 @@ fn snapshot_hashes_content_modes_symlinks_and_skips_excludes() {
 }
 
 #[test]
+fn file_patterns_exclude_files_and_dir_patterns_only_dirs() {
+    let mut fx = Fixture::new();
+    fx.settings.exclude = vec!["*.log".into(), "build/".into(), "# comment".into()];
+    fx.write("a.log", "x");
+    fx.write("sub/b.log", "x");
+    fx.write("sub/keep.txt", "x");
+    fx.write("build/out", "x");
+    fx.write("notes/build", "a file named like a dir pattern");
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    let paths: Vec<&str> = s.entries.keys().map(String::as_str).collect();
+    assert_eq!(paths, ["notes", "notes/build", "sub", "sub/keep.txt"]);
+}
+
+#[test]
+fn racily_clean_and_deleted_files_never_hit_stale_cache_entries() {
+    let fx = Fixture::new();
+    for i in 0..40 {
+        fx.write(&format!("f{i}"), "same size");
+    }
+    settle();
+    let first = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(first.hashed_files, 40);
+    // Rewrite in place (same size), delete and recreate (maybe the same
+    // inode): each is seen, though the cache keeps stale entries around.
+    fx.write("f1", "SAME SIZE");
+    fs::remove_file(fx.ws().join("f2")).unwrap();
+    fx.write("f2", "new  size");
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(s.entries["f1"].hash, blake3::hash(b"SAME SIZE"));
+    assert_eq!(s.entries["f2"].hash, blake3::hash(b"new  size"));
+    // Racily clean (just written): rehashed again on every walk.
+    fx.write("f1", "SAME-SIZE");
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(s.entries["f1"].hash, blake3::hash(b"SAME-SIZE"));
+    fs::remove_file(fx.ws().join("f3")).unwrap();
+    settle();
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert!(!s.entries.contains_key("f3"));
+    assert_eq!(s.entries["f1"].hash, blake3::hash(b"SAME-SIZE"));
+    let again = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert_eq!(again.hashed_files, 0);
+    assert_eq!(again.root, s.root);
+}
+
+#[test]
 fn fifo_is_recorded_not_opened() {
     let fx = Fixture::new();
     fx.write("a", "x");
