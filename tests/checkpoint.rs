@@ -532,3 +532,46 @@ fn daemon_killed_during_steps_leaves_only_whole_checkpoints() {
     }
     assert!(completed_rounds < 8, "the daemon was never killed mid-step");
 }
+
+/// A step that changes tens of thousands of paths stays listable and its
+/// rollback's drift refusal stays readable: the list carries change counts,
+/// not change sets (one such checkpoint used to exceed the client's 4 MiB
+/// message limit), and the refusal names the first drifted paths and how
+/// many more (the full list overflowed the HTTP/2 trailers: "h2 protocol
+/// error").
+#[test]
+fn large_change_sets_stay_listable_and_drift_refusals_readable() {
+    let d = Daemon::start_with(&["--policy", "ci"]);
+    let ws_dir = workspace();
+    let ws = ws_dir.path();
+    write(ws, "keep.txt", b"keep\n");
+    ok(&exec(
+        &d,
+        ws,
+        "mkdir many && cd many && for i in $(seq 1 25000); do : > file-number-$i; done",
+    ));
+    let (pre, post) = last_step(&d);
+    let out = ok(&d.run(&["checkpoint", "list", "--json"]));
+    let newest: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(newest["id"], post.as_str());
+    assert_eq!(newest["changes"], 25001, "{newest}");
+    let show: Value =
+        serde_json::from_str(&ok(&d.run(&["checkpoint", "show", &post, "--json"]))).unwrap();
+    assert_eq!(show["changes"].as_array().unwrap().len(), 25001);
+
+    // The user adds 3000 files (and their dir): rolling back to before the step is refused
+    // with a clear, bounded message.
+    for i in 0..3000 {
+        write(ws, &format!("user/drifted-file-{i}"), b"x");
+    }
+    let o = d.run(&["rollback", &pre]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("3001 path(s) changed"), "{err}");
+    assert!(
+        err.contains("and 2981 more (see `warden checkpoint diff`)"),
+        "{err}"
+    );
+    assert!(err.len() < 8192, "{} bytes", err.len());
+    assert!(ws.join("many/file-number-1").exists());
+}

@@ -63,6 +63,11 @@ impl Options {
     }
 }
 
+/// Largest response message a service client accepts, bytes. tonic's
+/// default (4 MiB) is smaller than one checkpoint of a large rollback or a
+/// long audit page; the daemon bounds what it sends by its own limits.
+pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
 /// A connected client. Cheap to clone (one HTTP/2 channel).
 #[derive(Clone)]
 pub struct Client {
@@ -244,30 +249,39 @@ impl Client {
 
     pub fn sessions(&self) -> sessions_client::SessionsClient<Channel> {
         sessions_client::SessionsClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn exec_client(&self) -> exec_client::ExecClient<Channel> {
         exec_client::ExecClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn files(&self) -> files_client::FilesClient<Channel> {
         files_client::FilesClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn approvals(&self) -> approvals_client::ApprovalsClient<Channel> {
         approvals_client::ApprovalsClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn checkpoints(&self) -> checkpoints_client::CheckpointsClient<Channel> {
         checkpoints_client::CheckpointsClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn runs(&self) -> runs_client::RunsClient<Channel> {
         runs_client::RunsClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn audit(&self) -> audit_client::AuditClient<Channel> {
         audit_client::AuditClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn traces(&self) -> traces_client::TracesClient<Channel> {
         traces_client::TracesClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
     pub fn policy(&self) -> policy_client::PolicyClient<Channel> {
         policy_client::PolicyClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 
     /// Opens a session on `workspace` (made absolute against the current

@@ -93,7 +93,7 @@ pub fn checkpoint_json(c: &pb::Checkpoint, full: bool) -> serde_json::Value {
     let mut v = serde_json::json!({
         "id": c.id, "kind": c.kind, "session_id": c.session_id, "run_id": c.run_id,
         "step_id": c.step_id, "root_hash": c.root_hash, "created_at": c.created_at_ms,
-        "tool": c.tool, "side_effects": c.side_effects, "changes": c.changes.len(),
+        "tool": c.tool, "side_effects": c.side_effects, "changes": c.change_count,
     });
     if full {
         v["changes"] = c.changes.iter().map(change_json).collect();
@@ -155,7 +155,7 @@ pub async fn run(args: CheckpointArgs, global: &GlobalArgs) -> i32 {
                         c.run_id,
                         c.step_id,
                         c.tool,
-                        c.changes.len()
+                        c.change_count
                     );
                 }
             }

@@ -168,7 +168,7 @@ pub enum CheckpointError {
     NotFound(String),
     /// The workspace no longer matches the latest checkpoint (rollback
     /// without force).
-    #[error("workspace drifted since checkpoint {latest}: {} path(s) changed: {}", paths.len(), paths.join(", "))]
+    #[error("workspace drifted since checkpoint {latest}: {} path(s) changed: {}", paths.len(), first_paths(paths))]
     Drift { latest: String, paths: Vec<String> },
     /// An exclude pattern of the policy is not valid gitignore syntax.
     #[error("invalid checkpoint exclude pattern {pattern:?}: {message}")]
@@ -270,3 +270,24 @@ CREATE INDEX run_state_archive_run ON run_state_archive(run_id);
 
 #[cfg(test)]
 mod tests;
+
+/// The first paths of a list for a message, with how many were left out: a
+/// gRPC status message travels in HTTP/2 trailers, which peers cap at a few
+/// KiB (hyper: 16 KiB of headers), so tens of thousands of drifted paths
+/// must not go there in full (`checkpoint diff` lists them all).
+fn first_paths(paths: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let mut s = paths
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        s.push_str(&format!(
+            " and {} more (see `warden checkpoint diff`)",
+            paths.len() - SHOWN
+        ));
+    }
+    s
+}

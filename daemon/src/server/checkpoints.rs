@@ -89,6 +89,7 @@ pub(crate) fn checkpoint_to_proto(c: Checkpoint) -> pb::Checkpoint {
         entry_count: c.entry_count,
         total_bytes: c.total_bytes,
         new_blob_bytes: c.new_blob_bytes,
+        change_count: c.changes.len() as u64,
     }
 }
 
@@ -104,7 +105,15 @@ impl Checkpoints for CheckpointsService {
             .blocking(move |m| m.list_checkpoints(peer, &r.session_id, &r.run_id, r.limit))
             .await?;
         Ok(Response::new(pb::ListCheckpointsResponse {
-            checkpoints: cps.into_iter().map(checkpoint_to_proto).collect(),
+            // Without change sets: one large rollback would otherwise push
+            // the list past any message limit (`change_count` says how many).
+            checkpoints: cps
+                .into_iter()
+                .map(|c| pb::Checkpoint {
+                    changes: Vec::new(),
+                    ..checkpoint_to_proto(c)
+                })
+                .collect(),
         }))
     }
 
