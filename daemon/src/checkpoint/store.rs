@@ -675,6 +675,15 @@ impl CheckpointStore {
                 ..Default::default()
             };
             let later = records::after(&self.inner.db.lock(), &ws.to_string_lossy(), target.seq)?;
+            // A write step whose pre-checkpoint is the latest never got its
+            // post-checkpoint: it was cut off (a safe-read step has no post
+            // and cannot write; a drift record is followed by its rollback).
+            let step_cut_off = {
+                let (l, _) = records::get(&self.inner.db.lock(), &latest.id)?;
+                l.kind == CheckpointKind::Pre
+                    && l.tool != "rollback"
+                    && l.tier != Some(crate::policy::Tier::SafeRead)
+            };
             report.external_effects = later
                 .iter()
                 .filter(|c| {
@@ -710,10 +719,18 @@ impl CheckpointStore {
                             .collect::<BTreeSet<String>>()
                             .into_iter()
                             .collect();
-                    if !opts.force {
+                    // `.git/` is restored only with include_git, so its drift
+                    // (git itself rewrites .git/index on `git status`) only
+                    // blocks a rollback that would write there.
+                    let blocking: Vec<String> = drift
+                        .iter()
+                        .filter(|p| opts.include_git || !under_git(p))
+                        .cloned()
+                        .collect();
+                    if !opts.force && !blocking.is_empty() {
                         return Err(CheckpointError::Drift {
                             latest: latest.id.clone(),
-                            paths: drift,
+                            paths: blocking,
                         });
                     }
                     let meta = CheckpointMeta {
@@ -735,7 +752,14 @@ impl CheckpointStore {
                         Some(snap),
                     )?;
                     current_arc = snap;
-                    touched.extend(drift.iter().cloned());
+                    // Drift is the user's own work, which a rollback never
+                    // touches unless a step also changed the path; except
+                    // when the latest checkpoint opens a step that never
+                    // completed (the daemon died mid-command): then the
+                    // drift is that step's effect and is rolled back.
+                    if step_cut_off {
+                        touched.extend(drift.iter().cloned());
+                    }
                     report.drifted = drift;
                     report.drift_checkpoint_id = Some(pre.id.clone());
                     base_id = pre.id;

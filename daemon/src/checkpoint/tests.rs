@@ -382,8 +382,14 @@ fn drift_refuses_unless_forced_and_forced_rollback_is_undoable() {
             },
         )
         .unwrap();
+    // a.txt, which the step changed, goes back; b.txt, which only the user
+    // touched, is left alone (README: never touching untracked files the
+    // agent did not change).
     assert_eq!(fs::read_to_string(fx.ws().join("a.txt")).unwrap(), "v1");
-    assert!(!fx.ws().join("b.txt").exists());
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("b.txt")).unwrap(),
+        "user file"
+    );
     let drift_cp = r.drift_checkpoint_id.clone().unwrap();
     fx.store
         .rollback(
@@ -405,11 +411,46 @@ fn drift_refuses_unless_forced_and_forced_rollback_is_undoable() {
 }
 
 #[test]
-fn forced_rollback_over_a_drifted_rename_restores_the_source() {
+fn forced_rollback_leaves_a_users_own_rename_alone() {
     let fx = Fixture::new();
     fx.write("a.txt", "content that moves");
     fx.write("keep.txt", "k");
     let (_pre, post) = fx.step("s1", |ws| fs::write(ws.join("keep.txt"), "k2").unwrap());
+    // Outside any step: a rename. Both ends are drift; a forced rollback
+    // to the latest checkpoint has no step's change to undo, so the
+    // user's rename stays.
+    fs::rename(fx.ws().join("a.txt"), fx.ws().join("b.txt")).unwrap();
+    let r = fx
+        .store
+        .rollback(
+            &post.id,
+            &RollbackOptions {
+                files: true,
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.drifted, vec!["a.txt".to_string(), "b.txt".to_string()]);
+    assert!(!fx.ws().join("a.txt").exists());
+    assert!(fx.ws().join("b.txt").exists());
+}
+
+#[test]
+fn forced_rollback_over_a_cut_off_step_restores_the_source_of_its_rename() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "content that moves");
+    fx.write("keep.txt", "k");
+    let (_pre, post) = fx.step("s1", |ws| fs::write(ws.join("keep.txt"), "k2").unwrap());
+    // A write step opens (pre-checkpoint) and is cut off mid-command: its
+    // effect shows as drift since its pre-checkpoint, and is rolled back.
+    let mut meta = fx.meta("s2");
+    meta.tier = Some(crate::policy::Tier::Write);
+    let open = fx.store.pre_step(fx.ws(), &fx.settings, &meta).unwrap();
+    assert_eq!(
+        fx.store.load_snapshot(&open.id).unwrap().root,
+        fx.store.load_snapshot(&post.id).unwrap().root
+    );
     // Outside any step: a rename (same content, so the change set pairs it).
     fs::rename(fx.ws().join("a.txt"), fx.ws().join("b.txt")).unwrap();
     let err = fx
@@ -851,4 +892,48 @@ fn git_refs_record_commits_without_moving_head_index_or_branches() {
         git(&ws, &["branch", "--format=%(refname)"]).lines().count(),
         1
     );
+}
+
+#[test]
+fn drift_only_under_git_does_not_block_a_rollback_that_leaves_git_alone() {
+    let fx = Fixture::new();
+    fx.write(".git/index", "index v1");
+    fx.write("a.txt", "v1");
+    let (pre, _) = fx.step("s1", |ws| fs::write(ws.join("a.txt"), "v2").unwrap());
+    // The user's `git status` refreshes the index.
+    fx.write(".git/index", "index v2");
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(fx.ws().join("a.txt")).unwrap(), "v1");
+    assert_eq!(
+        fs::read_to_string(fx.ws().join(".git/index")).unwrap(),
+        "index v2"
+    );
+    assert_eq!(r.drifted, vec![".git/index".to_string()]);
+    // With --include-git the same kind of drift refuses (it would be
+    // overwritten).
+    fx.write(".git/index", "index v3");
+    let err = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                files: true,
+                include_git: true,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    match &err {
+        CheckpointError::Drift { paths, .. } => assert_eq!(paths, &vec![".git/index".to_string()]),
+        e => panic!("expected drift, got {e}"),
+    }
 }
