@@ -830,7 +830,11 @@ impl CheckpointStore {
                 Some((&rid, &target.id, &rollback_json)),
                 None,
             )?;
-            report.restored = cp.changes;
+            // Without a files rollback nothing was restored: the record's
+            // change set is then only drift since the latest checkpoint.
+            if do_files {
+                report.restored = cp.changes;
+            }
             Ok(report)
         })
     }

@@ -937,3 +937,28 @@ fn drift_only_under_git_does_not_block_a_rollback_that_leaves_git_alone() {
         e => panic!("expected drift, got {e}"),
     }
 }
+
+#[test]
+fn a_conversation_only_rollback_restores_and_reports_no_files() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "v1");
+    let (pre, _) = fx.step("s1", |ws| fs::write(ws.join("a.txt"), "v2").unwrap());
+    // The user edits; a conversation rollback must neither touch it nor
+    // report it as restored.
+    fx.write("a.txt", "v3-user");
+    let r = fx
+        .store
+        .rollback(
+            &pre.id,
+            &RollbackOptions {
+                conversation: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(r.restored.is_empty(), "{:?}", r.restored);
+    assert_eq!(
+        fs::read_to_string(fx.ws().join("a.txt")).unwrap(),
+        "v3-user"
+    );
+}
