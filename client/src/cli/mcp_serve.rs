@@ -9,9 +9,18 @@
 //! session on the workspace: sandbox, policy, approvals, checkpoints and
 //! audit are the daemon's, exactly as for `warden run`.
 //!
-//! Approvals: MCP elicitation is not used yet, so a call that needs approval
-//! is refused, and the reason is returned as a tool error (`isError: true`),
-//! unless `--approve yes` grants every ask once (a deny stays a deny).
+//! Approvals (MCP specification 2025-06-18, "Elicitation"): when the
+//! connected client declared the `elicitation` capability (form mode) at
+//! initialisation, a call the policy asks about sends the client an
+//! `elicitation/create` request whose message is the approval preview (tool,
+//! command, tier, reasons, warnings) and whose schema is one required
+//! boolean, `approve`. Only `accept` with `approve: true` grants the request
+//! (once); `decline`, `cancel`, `approve: false`, malformed content, a
+//! transport error or no answer before the request expires refuse it, and
+//! the call returns a tool error (`isError: true`) naming the refusal. A
+//! client without the capability gets that refusal without being asked,
+//! unless `--approve yes` grants every ask once. A deny is never asked:
+//! denied calls are refused before any elicitation.
 //!
 //! Exit codes: 0 when the client closed the connection, 125 (Warden failed)
 //! when the daemon cannot be reached, the session cannot be opened or the
@@ -22,14 +31,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 
 use super::{connect, say, GlobalArgs, EXIT_WARDEN};
-use crate::agent::approver::{self, Approver};
+use crate::agent::approver::{self, Approver, Verdict};
 use crate::agent::provider::ToolCall;
 use crate::agent::tools;
 use crate::Client;
@@ -38,7 +48,9 @@ use crate::Client;
 /// the protocol).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum McpApprove {
-    /// Refuse every ask; the reason reaches the MCP client as a tool error.
+    /// Ask the MCP client's user by elicitation when the client supports
+    /// it; otherwise refuse, and the reason reaches the client as a tool
+    /// error.
     No,
     /// Grant every ask once (a deny stays a deny).
     Yes,
@@ -65,7 +77,9 @@ pub struct McpServeArgs {
 struct WardenMcp {
     client: Client,
     session_id: String,
-    approver: Arc<dyn Approver>,
+    /// `Some` with `--approve yes`; `None`: elicitation where the client
+    /// supports it, else refusal.
+    approver: Option<Arc<dyn Approver>>,
     budget_bytes: usize,
     /// Numbers the calls of this connection (`mcp-N` step and call ids).
     calls: AtomicU64,
@@ -92,7 +106,18 @@ impl WardenMcp {
         &self,
         name: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
+        peer: &Peer<RoleServer>,
     ) -> CallToolResult {
+        let approver: Arc<dyn Approver> = match &self.approver {
+            Some(a) => a.clone(),
+            None if peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form) =>
+            {
+                Arc::new(Elicit { peer: peer.clone() })
+            }
+            None => Arc::new(NoElicitation),
+        };
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let call = ToolCall {
             id: format!("mcp-{n}"),
@@ -107,7 +132,7 @@ impl WardenMcp {
             // No run record: MCP calls are plain session calls (checkpointed
             // and audited by the daemon, not journaled as an agent run).
             run_id: String::new(),
-            approver: self.approver.as_ref(),
+            approver: approver.as_ref(),
             budget_bytes: self.budget_bytes,
         };
         let out = dispatcher.dispatch(&call.id, &call).await;
@@ -149,7 +174,7 @@ impl ServerHandler for WardenMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // An unknown tool is a protocol error (JSON-RPC -32602), as the MCP
         // specification asks; bad arguments of a known tool are tool errors.
@@ -160,8 +185,106 @@ impl ServerHandler for WardenMcp {
             ));
         }
         let args = request.arguments.unwrap_or_default();
-        Ok(self.call(&request.name, args).await.into())
+        Ok(self.call(&request.name, args, &context.peer).await.into())
     }
+}
+
+/// How long an elicitation may wait for the user when the approval request
+/// carries no expiry (ms).
+const ELICIT_DEFAULT_WAIT_MS: i64 = 5 * 60 * 1000;
+
+/// Refuses every ask: the MCP client cannot be asked.
+struct NoElicitation;
+#[tonic::async_trait]
+impl Approver for NoElicitation {
+    async fn decide(&self, _: &crate::pb::ApprovalRequest) -> Verdict {
+        Verdict::Refuse(
+            "approval required, and the MCP client declared no elicitation capability to ask \
+             its user with (warden mcp-serve --approve yes grants asks)"
+                .into(),
+        )
+    }
+}
+
+/// Asks the MCP client's user by form elicitation (MCP 2025-06-18,
+/// `elicitation/create`): grants once only on `accept` with
+/// `{"approve": true}`; everything else refuses with the reason.
+struct Elicit {
+    peer: Peer<RoleServer>,
+}
+
+/// The elicitation schema: one required boolean `approve`.
+fn approve_schema() -> Result<ElicitationSchema, &'static str> {
+    ElicitationSchema::builder()
+        .required_bool_with("approve", |b| {
+            b.title("Approve")
+                .description("true runs this call once; false refuses it")
+        })
+        .build()
+}
+
+#[tonic::async_trait]
+impl Approver for Elicit {
+    async fn decide(&self, req: &crate::pb::ApprovalRequest) -> Verdict {
+        let schema = match approve_schema() {
+            Ok(s) => s,
+            Err(e) => return Verdict::Refuse(format!("cannot build the elicitation schema: {e}")),
+        };
+        let wait_ms = if req.expires_at_ms > 0 {
+            req.expires_at_ms - now_ms()
+        } else {
+            ELICIT_DEFAULT_WAIT_MS
+        };
+        if wait_ms <= 0 {
+            return Verdict::Refuse("the approval request expired before it could be asked".into());
+        }
+        let message = format!(
+            "Warden: approval required\n{}Approve this call once?",
+            approver::render_preview(req)
+        );
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        let timeout = std::time::Duration::from_millis(wait_ms as u64);
+        match self
+            .peer
+            .create_elicitation_with_timeout(params, Some(timeout))
+            .await
+        {
+            Ok(r) => match r.action {
+                ElicitationAction::Accept => {
+                    match r.content.as_ref().and_then(|c| c.get("approve")) {
+                        Some(serde_json::Value::Bool(true)) => Verdict::Once,
+                        Some(serde_json::Value::Bool(false)) => {
+                            Verdict::Refuse("the MCP client's user did not approve".into())
+                        }
+                        _ => Verdict::Refuse(
+                            "the MCP client's answer had no boolean \"approve\"".into(),
+                        ),
+                    }
+                }
+                ElicitationAction::Decline => {
+                    Verdict::Refuse("the MCP client's user declined".into())
+                }
+                ElicitationAction::Cancel => {
+                    Verdict::Refuse("the MCP client's user cancelled".into())
+                }
+                #[allow(unreachable_patterns)]
+                _ => Verdict::Refuse("the MCP client answered with an unknown action".into()),
+            },
+            Err(e) => Verdict::Refuse(format!("the elicitation failed: {e}")),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Sends log lines to standard error (standard output is the protocol's);
@@ -190,9 +313,9 @@ pub async fn run(args: McpServeArgs, global: &GlobalArgs) -> i32 {
             return EXIT_WARDEN;
         }
     };
-    let approver: Arc<dyn Approver> = match args.approve {
-        McpApprove::No => Arc::new(approver::No),
-        McpApprove::Yes => Arc::new(approver::Yes),
+    let approver: Option<Arc<dyn Approver>> = match args.approve {
+        McpApprove::No => None,
+        McpApprove::Yes => Some(Arc::new(approver::Yes)),
     };
     tracing::info!(session = %session.id, workspace = %ws.display(), "mcp-serve: serving on stdio");
     let server = WardenMcp {
