@@ -445,6 +445,28 @@ async fn calls_are_journaled_audited_and_redacted() {
     }
     assert!(r.text.contains("aws_access_key_id"), "{}", r.text);
 
+    // The call's span is in the run's trace, with its decision, and no
+    // secret (attributes pass the redactor too).
+    let trace = std::fs::read_to_string(e.d.state_dir.join(format!("traces/{run}.jsonl")))
+        .expect("the run's trace file");
+    let span: serde_json::Value = trace
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|s| s["name"] == "execute_tool mcp__notes__echo")
+        .unwrap_or_else(|| panic!("no MCP span in {trace}"));
+    let span_text = span.to_string();
+    for k in [
+        "warden.tier",
+        "warden.decision",
+        "warden.mcp.server",
+        "warden.redactions",
+    ] {
+        assert!(span_text.contains(k), "{k} missing: {span_text}");
+    }
+    for s in &secrets {
+        assert!(!trace.contains(s.as_str()), "secret in trace: {trace}");
+    }
+
     // The same (run, tool call) is never executed twice.
     let again = e
         .call_with("echo", serde_json::json!({"text": "x"}), with_ids)

@@ -77,8 +77,24 @@ impl Mcp for McpService {
         &self,
         req: Request<pb::CallMcpToolRequest>,
     ) -> Result<Response<pb::CallMcpToolResponse>, Status> {
+        use crate::telemetry::names as n;
         let peer = peer(&req)?;
+        let parent = crate::telemetry::parent_from_metadata(req.metadata());
         let r = req.into_inner();
+        // One `execute_tool mcp__<server>__<tool>` span per call (the name
+        // the agent loop offers the tool under), in the run's trace.
+        let mut span = super::traces::tool_span(
+            &self.mgr,
+            peer,
+            &format!("mcp__{}__{}", r.server, r.tool),
+            &r.session_id,
+            &r.run_id,
+            &r.step_id,
+            &r.tool_call_id,
+            parent,
+        );
+        span.set("warden.mcp.server", r.server.clone())
+            .set("warden.mcp.tool", r.tool.clone());
         let c = crate::mcp::McpCall {
             session_id: r.session_id,
             server: r.server,
@@ -89,9 +105,42 @@ impl Mcp for McpService {
             step_id: r.step_id,
             tool_call_id: r.tool_call_id,
         };
-        let o = call::call(&self.mgr, &self.host, peer, c)
-            .await
-            .map_err(mcp_status)?;
+        let o = match call::call(&self.mgr, &self.host, peer, c).await {
+            Ok(o) => o,
+            Err(e) => {
+                let st = span.fail(mcp_status(e));
+                span.finish();
+                return Err(st);
+            }
+        };
+        if let Some(t) = o.tier {
+            span.set(n::TIER, t.as_str());
+        }
+        if let Some(d) = o.decision {
+            span.set(n::DECISION, d.as_str());
+        }
+        if let Some(p) = o.profile {
+            span.set(n::SANDBOX_PROFILE, p.as_str());
+        }
+        if let Some(id) = &o.pre_checkpoint_id {
+            span.set(n::CHECKPOINT_PRE, id.clone());
+        }
+        if let Some(id) = &o.post_checkpoint_id {
+            span.set(n::CHECKPOINT_POST, id.clone());
+        }
+        if let Some(id) = &o.approval_request_id {
+            span.set(n::APPROVAL_REQUEST_ID, id.clone());
+        }
+        span.set(n::REDACTIONS, o.redactions)
+            .set(n::OUTPUT_TRUNCATED, o.truncated)
+            .set(n::DURATION_MS, o.duration_ms)
+            .set("warden.mcp.definition_changed", o.definition_changed);
+        match &o.refusal {
+            Some(reason) => span.refused(reason),
+            None if o.is_error => span.error("tool_error", "the MCP tool returned an error result"),
+            None => span.ok(),
+        }
+        span.finish();
         Ok(Response::new(pb::CallMcpToolResponse {
             content_json: o.content_json,
             text: o.text,

@@ -179,6 +179,28 @@ impl TracedTool {
         st
     }
 
+    /// Marks a call the policy or the sandbox refused: an `approval
+    /// required` answer is an ask, not an error (the same call comes back
+    /// approved); any other refusal fails the span with error type
+    /// `refused`.
+    pub(crate) fn refused(&mut self, reason: &str) {
+        use telemetry::names as n;
+        self.span
+            .span_mut()
+            .set(n::REFUSED, true)
+            .set(n::REFUSAL, reason);
+        if reason.starts_with("approval required") {
+            self.ok();
+        } else {
+            self.error(n::ERROR_REFUSED, reason);
+        }
+    }
+
+    /// Fails the span with error type `kind` (OTel `error.type`).
+    pub(crate) fn error(&mut self, kind: &str, message: &str) {
+        self.span.span_mut().fail(kind, message);
+    }
+
     /// Marks the call successful.
     pub(crate) fn ok(&mut self) {
         self.span.span_mut().status = telemetry::SpanStatus::Ok;
