@@ -870,3 +870,27 @@ fn a_running_command_dies_with_a_killed_daemon() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Red-team leak: a token written in two halves with a pause between them
+/// (longer than the idle flush) came out whole and unredacted, because the
+/// idle flush let the first half out before the second arrived.
+#[test]
+fn a_token_split_by_a_pause_is_still_redacted() {
+    let d = Daemon::start();
+    let ws = workspace();
+    for (a, b) in [
+        ("ghp_R4nd0mT0k3nV4", "lu3Xq9Zk2Lm8Np5Wr7Ty1Ub3"),
+        ("AKIAQWERTY", "UIOPASDFGH"),
+    ] {
+        let script = format!("printf 'before\\n{a}'; sleep 0.3; printf '{b}\\nafter\\n'");
+        let out = cli_exec(&d, ws.path(), &["--yes", "--", &script]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains(&format!("{a}{b}")), "{stdout}");
+        assert!(!stdout.contains(a) && !stdout.contains(b), "{stdout}");
+        assert!(
+            stdout.starts_with("before\n[REDACTED:") && stdout.ends_with("]\nafter\n"),
+            "{stdout}"
+        );
+    }
+}

@@ -801,3 +801,79 @@ url = "https://mcp.example.com/mcp"
     }
     drop(e.d);
 }
+
+/// Red-team leaks: a server's stderr (in the status of a failed call), a
+/// secret in a tool's name or title, and a secret the policy gives a server
+/// in `env` (not a known pattern) must never reach the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_tool_names_and_env_secrets_are_redacted() {
+    const GH: &str = "ghp_R4nd0mT0k3nV4lu3Xq9Zk2Lm8Np5Wr7Ty1Ub3";
+    const ENV_SECRET: &str = "Qm7xVt2pLk9sWz4nRb8c";
+    let mut e = setup("untrusted").await;
+    let toml = format!(
+        r#"[sandbox]
+read_only_paths = ["{dir}"]
+
+[[mcp.servers]]
+name = "notes"
+command = "{bin}"
+trust = "untrusted"
+env = {{ MCP_TEST_EXTRA_TOOL = "{GH}", MCP_TEST_EXTRA_TITLE = "see {GH}" }}
+startup_timeout_ms = 20000
+
+[[mcp.servers]]
+name = "quitter"
+command = "sh"
+args = ["-c", "echo \"bad token {GH} key $DB_API_TOKEN\" >&2; exit 3"]
+env = {{ DB_API_TOKEN = "{ENV_SECRET}" }}
+"#,
+        dir = server_bin().parent().unwrap().display(),
+        bin = server_bin().display(),
+    );
+    e.sid = e
+        .client
+        .sessions()
+        .create_session(pb::CreateSessionRequest {
+            workspace: e.ws.path().to_string_lossy().into_owned(),
+            policy_name: "leaky".into(),
+            policy_toml: toml,
+            labels: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let listed = e.list().await;
+    let all = format!("{listed:?}");
+    assert!(!all.contains(GH), "{all}");
+    assert!(!all.contains(ENV_SECRET), "{all}");
+    // the tool named with a secret is not offered; the server says why
+    let notes = listed.servers.iter().find(|s| s.name == "notes").unwrap();
+    assert!(notes.error.contains("names contain secrets"), "{notes:?}");
+    assert!(listed.tools.iter().any(|t| t.name == "echo"));
+    assert!(listed.tools.iter().all(|t| !t.name.contains("ghp_")));
+    let quitter = listed.servers.iter().find(|s| s.name == "quitter").unwrap();
+    assert!(
+        quitter.error.contains("bad token [REDACTED:"),
+        "{quitter:?}"
+    );
+    // nor called
+    let st = e
+        .call_with(GH, serde_json::json!({}), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), tonic::Code::NotFound, "{st:?}");
+    assert!(!st.message().contains(GH), "{st:?}");
+    // a failed start's stderr, in the call's status
+    let st = e
+        .call_with("echo", serde_json::json!({"text": "x"}), |q| {
+            q.server = "quitter".into()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(st.code(), tonic::Code::Unavailable, "{st:?}");
+    assert!(st.message().contains("bad token"), "{st:?}");
+    assert!(!st.message().contains(GH), "{st:?}");
+    assert!(!st.message().contains(ENV_SECRET), "{st:?}");
+    drop(e.d);
+}

@@ -10,6 +10,8 @@
 //!   worked.
 //! - `poisoned {a, b}` adds numbers; its description carries instructions
 //!   aimed at the model.
+//! - when `MCP_TEST_EXTRA_TOOL` is set, a tool of that name titled
+//!   `MCP_TEST_EXTRA_TITLE` (for leaks through names and annotations).
 //!
 //! Standard output carries only JSON-RPC; nothing is logged.
 
@@ -77,7 +79,22 @@ fn tools() -> Vec<Tool> {
             "required": ["a", "b"]
         })),
     );
-    vec![write_note, echo, connect, poisoned]
+    let mut all = vec![write_note, echo, connect, poisoned];
+    if let Ok(name) = std::env::var("MCP_TEST_EXTRA_TOOL") {
+        let title = std::env::var("MCP_TEST_EXTRA_TITLE").unwrap_or_default();
+        let mut extra = Tool::new(
+            name,
+            "Does nothing.",
+            schema(serde_json::json!({"type": "object"})),
+        );
+        extra.annotations = Some(ToolAnnotations::new().read_only(true));
+        if let Some(a) = extra.annotations.as_mut() {
+            a.title = Some(title.clone());
+        }
+        extra.title = Some(title);
+        all.push(extra);
+    }
+    all
 }
 
 fn text_result(ok: bool, text: String) -> CallToolResult {

@@ -134,6 +134,9 @@ pub struct RunReport {
     pub output_tokens: u64,
     pub cost_micros: u64,
     pub degraded: Vec<context::Degradation>,
+    /// Warnings about the MCP tools offered to the model (possible tool
+    /// poisoning, changed definitions), `<tool>: <warning>`.
+    pub tool_warnings: Vec<String>,
     #[serde(skip)]
     pub history: Vec<Message>,
 }
@@ -162,6 +165,11 @@ pub enum AgentEvent {
     },
     ToolFinished(StepRecord),
     Degraded(context::Degradation),
+    /// A warning about an MCP tool offered to the model.
+    ToolWarning {
+        tool: String,
+        warning: String,
+    },
     Message {
         step: u32,
         text: String,
@@ -278,6 +286,7 @@ impl Agent<'_> {
             output_tokens: 0,
             cost_micros: 0,
             degraded: vec![],
+            tool_warnings: vec![],
             history: vec![],
         };
         let first_step = history.iter().filter(|m| m.role == Role::Assistant).count() as u32;
@@ -299,7 +308,18 @@ impl Agent<'_> {
             budget_bytes: self.config.tool_budget_bytes,
         };
         let mut specs = tools::specs();
-        specs.extend(tools::mcp_specs(self.client, &self.session_id).await);
+        let (mcp, warnings) = tools::mcp_specs(self.client, &self.session_id).await;
+        specs.extend(mcp);
+        for (tool, warning) in warnings {
+            obs.event(
+                &self.run_id,
+                &AgentEvent::ToolWarning {
+                    tool: tool.clone(),
+                    warning: warning.clone(),
+                },
+            );
+            report.tool_warnings.push(format!("{tool}: {warning}"));
+        }
         let mut step = history.iter().filter(|m| m.role == Role::Assistant).count() as u32;
         let interrupted = tokio::signal::ctrl_c();
         tokio::pin!(interrupted);

@@ -97,8 +97,12 @@ fn mcp_target(rest: &str) -> Option<(&str, &str)> {
 /// daemon starts them in the sandbox). Tools whose names a model API cannot
 /// carry (`[A-Za-z0-9_-]`, 64 bytes in all) are left out; a server that
 /// cannot start contributes nothing (logged). The description says whose
-/// words it is.
-pub async fn mcp_specs(client: &Client, session_id: &str) -> Vec<ToolSpec> {
+/// words it is. Also returns the daemon's warnings about the offered tools
+/// (tool name, warning).
+pub async fn mcp_specs(
+    client: &Client,
+    session_id: &str,
+) -> (Vec<ToolSpec>, Vec<(String, String)>) {
     let req = pb::ListMcpToolsRequest {
         session_id: session_id.to_string(),
         server: String::new(),
@@ -110,13 +114,15 @@ pub async fn mcp_specs(client: &Client, session_id: &str) -> Vec<ToolSpec> {
         Ok(r) => r.into_inner(),
         Err(s) => {
             tracing::warn!("listing MCP tools: {}", s.message());
-            return vec![];
+            return (vec![], vec![]);
         }
     };
     for s in r.servers.iter().filter(|s| !s.error.is_empty()) {
         tracing::warn!(server = %s.name, "MCP server not available: {}", s.error);
     }
-    r.tools
+    let mut warnings = Vec::new();
+    let specs = r
+        .tools
         .into_iter()
         .filter_map(|t| {
             let name = format!("{MCP_PREFIX}{}__{}", t.server, t.name);
@@ -124,6 +130,9 @@ pub async fn mcp_specs(client: &Client, session_id: &str) -> Vec<ToolSpec> {
                 && name
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if ok {
+                warnings.extend(t.warnings.iter().map(|w| (name.clone(), w.clone())));
+            }
             ok.then(|| ToolSpec {
                 name,
                 description: format!(
@@ -134,7 +143,8 @@ pub async fn mcp_specs(client: &Client, session_id: &str) -> Vec<ToolSpec> {
                     .unwrap_or_else(|_| json!({"type": "object"})),
             })
         })
-        .collect()
+        .collect();
+    (specs, warnings)
 }
 
 /// JSON-schema tool specs for the model, generated from [`TOOLS`].

@@ -180,6 +180,9 @@ impl Observer for Progress {
                 "  context   {} ({} messages, ~{} -> ~{} tokens)",
                 d.kind, d.messages, d.tokens_before, d.tokens_after
             ),
+            AgentEvent::ToolWarning { tool, warning } => {
+                eprintln!("  warning   {tool}: {warning}")
+            }
             AgentEvent::ModelCall { .. } => {}
             AgentEvent::RunFinished { .. } => self.stop_spinner(),
         }

@@ -399,7 +399,12 @@ pub async fn list_tools(
             error: String::new(),
         });
         let identity = cfg.identity();
+        let mut refused = Vec::new();
         for t in list {
+            if name_has_secret(&redactor, &t.name) {
+                refused.push(redactor.redact(&t.name).0);
+                continue;
+            }
             let hash = pin::definition_hash(&t);
             let pinned = pin::get(mgr.db(), &identity, &t.name)
                 .map_err(|e| McpError::Unavailable(format!("pin store: {e}")))?;
@@ -418,7 +423,11 @@ pub async fn list_tools(
                 annotations_json: t
                     .annotations
                     .as_ref()
-                    .map(|a| serde_json::to_string(a).unwrap_or_default())
+                    .map(|a| {
+                        redactor
+                            .redact(&serde_json::to_string(a).unwrap_or_default())
+                            .0
+                    })
                     .unwrap_or_default(),
                 warnings: warnings_of(&id, &t, pinned.as_ref(), &hash)
                     .into_iter()
@@ -431,8 +440,25 @@ pub async fn list_tools(
                 decision: v.decision,
             });
         }
+        if !refused.is_empty() {
+            tracing::warn!(server = %cfg.name, tools = ?refused, "MCP tools refused: their names contain secrets");
+            if let Some(s) = servers.last_mut() {
+                s.error = format!(
+                    "tools refused (not offered), their names contain secrets: {}",
+                    refused.join(", ")
+                );
+            }
+        }
     }
     Ok((tools, servers))
+}
+
+/// A tool name the redactor finds a secret in (or cannot scan) is never
+/// offered nor called: the name itself would carry the secret to the model.
+fn name_has_secret(redactor: &Redactor, name: &str) -> bool {
+    redactor
+        .find(name.as_bytes())
+        .map_or(true, |f| !f.is_empty())
 }
 
 /// State shared by the steps of one call.
@@ -513,7 +539,10 @@ pub async fn call(
     let cfg = server_of(&session, &c.server)?.clone();
     let running: Arc<Running> = host.get(&session, &cfg).await?;
     let tools = running.list_tools().await?;
-    let Some(tool) = tools.into_iter().find(|t| t.name == c.tool) else {
+    let Some(tool) = tools
+        .into_iter()
+        .find(|t| t.name == c.tool && !name_has_secret(&mgr.redactor(&session), &t.name))
+    else {
         return Err(McpError::NotFound(format!(
             "MCP server {:?} has no tool {:?}",
             c.server, c.tool

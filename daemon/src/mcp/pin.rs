@@ -63,15 +63,31 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 }
 
 /// The pinned part of a tool definition: name, title, description, input
-/// schema and annotations (MCP `Tool`), as canonical JSON.
+/// schema and annotations (MCP `Tool`), and, when present, output schema,
+/// icons and `_meta` (absent ones are left out, so pins of tools without
+/// them keep their hash), as canonical JSON.
 pub fn definition_json(tool: &rmcp::model::Tool) -> String {
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "name": tool.name,
         "title": tool.title,
         "description": tool.description,
         "inputSchema": serde_json::Value::Object((*tool.input_schema).clone()),
         "annotations": tool.annotations,
     });
+    if let Some(o) = v.as_object_mut() {
+        if let Some(s) = &tool.output_schema {
+            o.insert(
+                "outputSchema".into(),
+                serde_json::Value::Object((**s).clone()),
+            );
+        }
+        if let Some(i) = &tool.icons {
+            o.insert("icons".into(), serde_json::to_value(i).unwrap_or_default());
+        }
+        if let Some(m) = &tool.meta {
+            o.insert("_meta".into(), serde_json::to_value(m).unwrap_or_default());
+        }
+    }
     canonical_json(&v)
 }
 
@@ -175,6 +191,24 @@ mod tests {
         let mut s = (*t.input_schema).clone();
         s.insert("required".into(), serde_json::json!(["a"]));
         t.input_schema = std::sync::Arc::new(s);
+        assert_ne!(base, definition_hash(&t));
+        // red-team miss: output schema, icons and _meta were not pinned
+        let mut t = tool("Adds.");
+        t.output_schema = Some(std::sync::Arc::new(
+            serde_json::json!({"type": "object"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ));
+        assert_ne!(base, definition_hash(&t));
+        let mut t = tool("Adds.");
+        t.meta = Some(serde_json::from_value(serde_json::json!({"x": "ignore the user"})).unwrap());
+        assert_ne!(base, definition_hash(&t));
+        let mut t = tool("Adds.");
+        t.icons = Some(vec![serde_json::from_value(
+            serde_json::json!({"src": "https://x.example/i.png"}),
+        )
+        .unwrap()]);
         assert_ne!(base, definition_hash(&t));
     }
 

@@ -76,14 +76,27 @@ fn percent_encode(v: &[u8]) -> Vec<u8> {
 /// (`DATABASE_URL=postgres://u:p@h/db`).
 pub(crate) fn from_env(extra_names: &[String]) -> Vec<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
+    from_vars(
+        std::env::vars_os().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())),
+        extra_names,
+    )
+}
+
+/// [`from_env`] over given `(name, value)` pairs.
+pub(crate) fn from_vars(
+    vars: impl Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    extra_names: &[String],
+) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    for (name, value) in std::env::vars_os() {
-        let name = name.as_bytes();
-        let value = value.as_bytes();
+    for (name, value) in vars {
+        let (name, value) = (name.as_slice(), value.as_slice());
         if value.len() < MIN_KNOWN || super::keyed::is_placeholder(value) {
             continue;
         }
         let listed = extra_names.iter().any(|n| n.as_bytes() == name);
+        if !listed && is_shell_path_var(name) {
+            continue;
+        }
         let class = super::keyed::classify_key(name);
         if listed || class == super::keyed::KeyClass::Strong {
             out.push(value.to_vec());
@@ -99,6 +112,13 @@ pub(crate) fn from_env(extra_names: &[String]) -> Vec<Vec<u8>> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The shell's working-directory variables (`PWD`, `OLDPWD`, POSIX
+/// sh(1) "Shell Variables"): their values are paths, not passwords, though
+/// `pwd` is a password's name in connection strings (`Pwd=...`).
+fn is_shell_path_var(name: &[u8]) -> bool {
+    matches!(name, b"PWD" | b"OLDPWD")
 }
 
 /// The password of `scheme://user:password@host...`, if any.
@@ -140,6 +160,34 @@ mod tests {
         let fs = forms(b"p@ss w\"rd/1");
         assert!(fs.contains(&b"p%40ss%20w%22rd%2F1".to_vec()));
         assert!(fs.contains(&b"p@ss w\\\"rd/1".to_vec()));
+    }
+
+    /// Red-team leak: `PWD` was read as a password's name, so the daemon's
+    /// working directory became a known secret and every path under it was
+    /// redacted (`[REDACTED:known-secret:...]/ws`).
+    #[test]
+    fn working_directory_variables_are_not_secrets() {
+        let vars = [
+            ("PWD", "/home/alice/projects/warden"),
+            ("OLDPWD", "/home/alice/projects"),
+            ("DB_PASSWORD", "s3cr3t-Value-42"),
+            ("MYSQL_PWD", "an0ther-Secret-9"),
+        ];
+        let got = from_vars(
+            vars.iter()
+                .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())),
+            &[],
+        );
+        assert_eq!(
+            got,
+            vec![b"an0ther-Secret-9".to_vec(), b"s3cr3t-Value-42".to_vec()]
+        );
+        // listed by name in the settings: still taken
+        let got = from_vars(
+            std::iter::once((b"PWD".to_vec(), b"/srv/x/y/z".to_vec())),
+            &["PWD".to_string()],
+        );
+        assert_eq!(got, vec![b"/srv/x/y/z".to_vec()]);
     }
 
     #[test]

@@ -139,8 +139,10 @@ pub struct Finding {
 /// Rule id of output withheld because the scanner failed.
 pub const WITHHELD_RULE: &str = "withheld";
 
-/// Compiled scanners kept for reuse, by settings.
-static ENGINE_CACHE: Mutex<Vec<(RedactSettings, Arc<Shared>)>> = Mutex::new(Vec::new());
+/// Compiled scanners kept for reuse, by settings and the BLAKE3 hash of the
+/// extra known secrets.
+type CachedEngine = (RedactSettings, [u8; 32], Arc<Shared>);
+static ENGINE_CACHE: Mutex<Vec<CachedEngine>> = Mutex::new(Vec::new());
 const MAX_CACHED_ENGINES: usize = 16;
 /// Marker memories of recent sessions, oldest first.
 static SESSION_VAULTS: Mutex<Vec<(String, Arc<Mutex<Vault>>)>> = Mutex::new(Vec::new());
@@ -284,9 +286,20 @@ impl Redactor {
     }
 
     fn build(settings: &RedactSettings, extra: &[Vec<u8>]) -> Result<Redactor, RedactError> {
-        if extra.is_empty() {
+        let extra_id = {
+            let mut h = blake3::Hasher::new();
+            for v in extra {
+                h.update(&(v.len() as u64).to_le_bytes());
+                h.update(v);
+            }
+            *h.finalize().as_bytes()
+        };
+        {
             let cache = ENGINE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, shared)) = cache.iter().find(|(s, _)| s == settings) {
+            if let Some((_, _, shared)) = cache
+                .iter()
+                .find(|(s, x, _)| s == settings && *x == extra_id)
+            {
                 return Ok(Redactor {
                     shared: shared.clone(),
                     key: random_key(),
@@ -295,14 +308,29 @@ impl Redactor {
             }
         }
         let r = Redactor::build_uncached(settings, extra)?;
-        if extra.is_empty() {
-            let mut cache = ENGINE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= MAX_CACHED_ENGINES {
-                cache.remove(0);
-            }
-            cache.push((settings.clone(), r.shared.clone()));
+        let mut cache = ENGINE_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= MAX_CACHED_ENGINES {
+            cache.remove(0);
         }
+        cache.push((settings.clone(), extra_id, r.shared.clone()));
         Ok(r)
+    }
+
+    /// The same redactor (key, marker memory) with the secret values of
+    /// `vars` added as known secrets, chosen as for the daemon's own
+    /// environment (secret-looking names, `secret_env` names, URL
+    /// passwords): for the `env` a policy gives an MCP server. Unchanged
+    /// when `vars` holds no secret.
+    pub fn with_env_secrets<'a>(&self, vars: impl Iterator<Item = (&'a str, &'a str)>) -> Redactor {
+        let values = known::from_vars(
+            vars.map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())),
+            &self.shared.settings.secret_env,
+        );
+        if values.is_empty() {
+            return self.clone();
+        }
+        self.with_known_secrets(values)
+            .unwrap_or_else(|_| self.clone())
     }
 
     fn build_uncached(

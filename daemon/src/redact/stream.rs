@@ -9,7 +9,12 @@
 //! private-key block is still arriving; past that it emits the block's
 //! marker and swallows the rest of the block as it comes. Callers that
 //! want idle output out promptly call [`StreamRedactor::flush`] when the
-//! producer has been quiet for a while.
+//! producer has been quiet for a while: it emits what is held except a
+//! trailing run that could still grow into a secret (the last
+//! non-whitespace run, at most one window; or the whole last line when it
+//! announces a value, `password: `). That tail goes out when more data
+//! completes it or at [`StreamRedactor::finish`], so a token written in
+//! two halves with a pause between them is still seen whole.
 
 use super::{engine::Hit, pem, Redactor, WITHHELD_RULE};
 
@@ -59,13 +64,26 @@ impl StreamRedactor {
         if self.buf.len() < 2 * self.window {
             return Vec::new();
         }
-        self.emit(false)
+        self.emit(Mode::Push)
     }
 
-    /// Emits everything held, redacted as it stands (a key block without
-    /// its END line is redacted as cut off). For idle producers; a secret
-    /// that is still half-written when this is called may be missed.
+    /// For idle producers: emits what is held, redacted, except a trailing
+    /// run that a later chunk could still turn into (part of) a secret: the
+    /// last run of non-whitespace bytes (at most one window), or the last
+    /// line when it ends by announcing a value (`password:`, `KEY=`). A key
+    /// block without its END line is redacted as cut off.
     pub fn flush(&mut self) -> Vec<u8> {
+        self.flush_mode(false)
+    }
+
+    /// Ends the stream; returns the remaining bytes, redacted.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let out = self.flush_mode(true);
+        self.in_block = false;
+        out
+    }
+
+    fn flush_mode(&mut self, end: bool) -> Vec<u8> {
         if self.failed {
             return Vec::new();
         }
@@ -73,14 +91,7 @@ impl StreamRedactor {
         if self.buf.is_empty() {
             return Vec::new();
         }
-        self.emit(true)
-    }
-
-    /// Ends the stream; returns the remaining bytes, redacted.
-    pub fn finish(&mut self) -> Vec<u8> {
-        let out = self.flush();
-        self.in_block = false;
-        out
+        self.emit(if end { Mode::End } else { Mode::Idle })
     }
 
     /// Secrets replaced so far (a withheld stream counts one).
@@ -109,7 +120,7 @@ impl StreamRedactor {
         self.in_block = false;
     }
 
-    fn emit(&mut self, all: bool) -> Vec<u8> {
+    fn emit(&mut self, mode: Mode) -> Vec<u8> {
         let hits = match self.redactor.scan(&self.buf) {
             Ok(h) => h,
             Err(_) => {
@@ -122,9 +133,18 @@ impl StreamRedactor {
             }
         };
         let len = self.buf.len();
-        let mut cut = if all { len } else { self.cut_point(&hits) };
+        // an idle flush inside a key block still redacts it as cut off
+        let open_at_end = hits
+            .last()
+            .is_some_and(|h| h.open_block && h.end >= len.saturating_sub(2));
+        let all = mode == Mode::End || (mode == Mode::Idle && open_at_end);
+        let mut cut = match mode {
+            _ if all => len,
+            Mode::Idle => self.idle_cut(&hits),
+            _ => self.cut_point(&hits),
+        };
         let mut open_tail = false;
-        if !all && cut == 0 && len > self.window * MAX_HOLD_WINDOWS {
+        if mode == Mode::Push && cut == 0 && len > self.window * MAX_HOLD_WINDOWS {
             // held too long: emit up to the window, through any finding
             // crossing that point; a key block still open is swallowed on
             cut = len - self.window;
@@ -136,9 +156,7 @@ impl StreamRedactor {
             }
         }
         if all {
-            open_tail = hits
-                .last()
-                .is_some_and(|h| h.open_block && h.end >= len.saturating_sub(2));
+            open_tail = open_at_end;
         }
         let emit_hits: Vec<Hit> = hits.into_iter().filter(|h| h.end <= cut).collect();
         let (out, findings) = self.redactor.apply(&self.buf[..cut], &emit_hits);
@@ -149,6 +167,51 @@ impl StreamRedactor {
             self.swallow_block();
         }
         out
+    }
+
+    /// Where an idle flush cuts: before the trailing non-whitespace run (at
+    /// most one window of it is held), before the last line when it
+    /// announces a value, and never inside a finding or its context.
+    fn idle_cut(&self, hits: &[Hit]) -> usize {
+        let len = self.buf.len();
+        let mut cut = self
+            .buf
+            .iter()
+            .rposition(|b| b.is_ascii_whitespace())
+            .map_or(0, |i| i + 1)
+            .max(len.saturating_sub(self.window));
+        // `password: ` / `TOKEN=\n`: the value may come next
+        let mut e = cut;
+        while e > 0 && self.buf[e - 1].is_ascii_whitespace() {
+            e -= 1;
+        }
+        if e > 0 && matches!(self.buf[e - 1], b'>' | b':' | b'|' | b'=' | b',' | b'\\') {
+            let ls = self.buf[..e]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
+            cut = cut.min(ls.max(len.saturating_sub(self.window)));
+        }
+        Self::outside_hits(cut, hits)
+    }
+
+    /// Moves `cut` back until it is inside no finding (nor between a
+    /// finding's name and its value).
+    fn outside_hits(mut cut: usize, hits: &[Hit]) -> usize {
+        loop {
+            let mut moved = false;
+            for h in hits {
+                if h.ctx_start < cut && cut < h.end.max(h.ctx_start + 1)
+                    || (h.start < cut && cut < h.end)
+                {
+                    cut = h.ctx_start.min(h.start);
+                    moved = true;
+                }
+            }
+            if !moved {
+                return cut;
+            }
+        }
     }
 
     /// Where to cut the held bytes: at most `len - window`, at a line start
@@ -175,19 +238,17 @@ impl StreamRedactor {
                 cut = ls;
             }
         }
-        loop {
-            let mut moved = false;
-            for h in hits {
-                if h.ctx_start < cut && cut < h.end.max(h.ctx_start + 1)
-                    || (h.start < cut && cut < h.end)
-                {
-                    cut = h.ctx_start.min(h.start);
-                    moved = true;
-                }
-            }
-            if !moved {
-                return cut;
-            }
-        }
+        Self::outside_hits(cut, hits)
     }
+}
+
+/// Why held bytes are being emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// New bytes arrived: keep a window back.
+    Push,
+    /// The producer went quiet: keep back only what may still grow into a secret.
+    Idle,
+    /// The stream ended: emit everything.
+    End,
 }

@@ -387,3 +387,56 @@ fn error_messages_are_not_redacted() {
         assert!(!out.contains(secret), "{text:?} -> {out:?}");
     }
 }
+
+/// Red-team leak: an idle flush between the two halves of a token let the
+/// first half out, and the second half alone matched nothing.
+#[test]
+fn idle_flush_never_splits_a_token_written_in_two_halves() {
+    let cases: [(&str, &str, &str); 4] = [
+        (
+            "ghp_R4nd0mT0k3nV4",
+            "lu3Xq9Zk2Lm8Np5Wr7Ty1Ub3\n",
+            "ghp_R4nd0mT0k3nV4lu3Xq9Zk2Lm8Np5Wr7Ty1Ub3",
+        ),
+        ("AKIAQWERTY", "UIOPASDFGH\n", "AKIAQWERTYUIOPASDFGH"),
+        ("building...\nexport GITHUB_TOKEN=", &GH[..20], GH),
+        (
+            "line one\npassword: ",
+            "Xk9#mQ2!vL7pR4zW\n",
+            "Xk9#mQ2!vL7pR4zW",
+        ),
+    ];
+    for (first, second, secret) in cases {
+        let mut s = StreamRedactor::new(red());
+        let mut out = s.push(first.as_bytes());
+        // the producer goes quiet (several idle ticks)
+        for _ in 0..3 {
+            out.extend(s.flush());
+        }
+        let second = if secret == GH {
+            format!("{}\n", &GH[20..])
+        } else {
+            second.to_string()
+        };
+        out.extend(s.push(second.as_bytes()));
+        out.extend(s.flush());
+        out.extend(s.finish());
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains(secret), "{first:?}: {out}");
+        assert!(out.contains("[REDACTED:"), "{first:?}: {out}");
+        assert!(out.ends_with('\n'), "{first:?}: {out}");
+    }
+    // complete lines still go out on an idle flush; only the open run is held
+    let mut s = StreamRedactor::new(red());
+    let mut out = s.push(b"first line\nsecond half-wri");
+    out.extend(s.flush());
+    assert_eq!(String::from_utf8_lossy(&out), "first line\nsecond ");
+    assert_eq!(s.pending(), "half-wri".len());
+    // a long line without whitespace still streams: at most one window is held
+    let mut s = StreamRedactor::new(red());
+    let mut out = s.push("x".repeat(3 * 4096).as_bytes());
+    out.extend(s.flush());
+    assert!(s.pending() <= 4096, "{}", s.pending());
+    out.extend(s.finish());
+    assert_eq!(out.len(), 3 * 4096);
+}

@@ -67,24 +67,30 @@ fn redact_window(r: &Redactor, before: &[u8], window: &[u8], after: &[u8]) -> (S
 
 /// A secret file the policy refuses to show -> PERMISSION_DENIED.
 fn redact_status(e: crate::redact::RedactError) -> Status {
-    match e {
-        crate::redact::RedactError::SecretFile { .. } => Status::permission_denied(e.to_string()),
-        e => Status::internal(e.to_string()),
-    }
+    super::redacted(
+        match e {
+            crate::redact::RedactError::SecretFile { .. } => {
+                Status::permission_denied(e.to_string())
+            }
+            e => Status::internal(e.to_string()),
+        },
+        None,
+    )
 }
 
 /// Workspace error -> gRPC status (never UNKNOWN). FailedPrecondition keeps
 /// the current hash in its message.
 pub(crate) fn ws_status(e: WorkspaceError) -> Status {
     let msg = e.to_string();
-    match e {
+    let st = match e {
         WorkspaceError::NotFound(_) => Status::not_found(msg),
         WorkspaceError::PermissionDenied { .. } => Status::permission_denied(msg),
         WorkspaceError::InvalidArgument(_) => Status::invalid_argument(msg),
         WorkspaceError::FailedPrecondition { .. } => Status::failed_precondition(msg),
         WorkspaceError::TooLarge(_) => Status::resource_exhausted(msg),
         WorkspaceError::Io { .. } => Status::internal(msg),
-    }
+    };
+    super::redacted(st, None)
 }
 
 fn change_to_proto(c: &FileChange) -> pb::FileChange {

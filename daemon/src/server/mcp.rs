@@ -6,9 +6,10 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use super::approvals::approval_to_proto;
-use super::{peer, status};
+use super::{peer, redacted, status};
 use crate::mcp::{call, McpError, McpHost};
 use crate::proto::v1::{self as pb, mcp_server::Mcp};
+use crate::redact::Redactor;
 use crate::session::SessionManager;
 
 pub struct McpService {
@@ -25,8 +26,18 @@ impl McpService {
     }
 }
 
-fn mcp_status(e: McpError) -> Status {
-    status(e.into())
+/// An MCP error as a status, its message (which can carry the server's
+/// stderr) redacted by the session's redactor when there is one.
+fn mcp_status(e: McpError, session: Option<&Redactor>) -> Status {
+    redacted(status(e.into()), session)
+}
+
+impl McpService {
+    /// The redactor of `session_id` if `peer` may use that open session.
+    fn session_redactor(&self, session_id: &str, peer: crate::session::Peer) -> Option<Redactor> {
+        let s = self.mgr.open_session_for(session_id, peer).ok()?;
+        Some(self.mgr.redactor(&s))
+    }
 }
 
 #[tonic::async_trait]
@@ -40,7 +51,7 @@ impl Mcp for McpService {
         let (tools, servers) =
             call::list_tools(&self.mgr, &self.host, peer, &r.session_id, &r.server)
                 .await
-                .map_err(mcp_status)?;
+                .map_err(|e| mcp_status(e, self.session_redactor(&r.session_id, peer).as_ref()))?;
         Ok(Response::new(pb::ListMcpToolsResponse {
             tools: tools
                 .into_iter()
@@ -105,10 +116,11 @@ impl Mcp for McpService {
             step_id: r.step_id,
             tool_call_id: r.tool_call_id,
         };
+        let sid = c.session_id.clone();
         let o = match call::call(&self.mgr, &self.host, peer, c).await {
             Ok(o) => o,
             Err(e) => {
-                let st = span.fail(mcp_status(e));
+                let st = span.fail(mcp_status(e, self.session_redactor(&sid, peer).as_ref()));
                 span.finish();
                 return Err(st);
             }

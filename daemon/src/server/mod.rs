@@ -348,8 +348,30 @@ pub(crate) fn peer<T>(req: &tonic::Request<T>) -> Result<Peer, Status> {
         .ok_or_else(|| Status::unauthenticated("no authenticated peer"))
 }
 
-/// Maps a domain error to its gRPC status (never UNKNOWN).
+/// Maps a domain error to its gRPC status (never UNKNOWN). The message is
+/// redacted with the built-in rules and the daemon's secret environment
+/// ([`redacted`]): an error can carry a command's or an MCP server's output.
 pub(crate) fn status(e: SessionError) -> Status {
+    redacted(status_raw(e), None)
+}
+
+/// `st` with its message redacted by `session`'s redactor when given, and
+/// always by the built-in rules with the daemon's secret environment (so a
+/// status built without a session is covered too).
+pub(crate) fn redacted(st: Status, session: Option<&crate::redact::Redactor>) -> Status {
+    let mut msg = st.message().to_string();
+    if let Some(r) = session {
+        msg = r.redact(&msg).0;
+    }
+    let base = crate::redact::Redactor::new(&crate::redact::RedactSettings::default());
+    let msg = base.redact(&msg).0;
+    if msg == st.message() {
+        return st;
+    }
+    Status::new(st.code(), msg)
+}
+
+fn status_raw(e: SessionError) -> Status {
     match e {
         SessionError::InvalidArgument(m) => Status::invalid_argument(m),
         SessionError::NotFound(m) => Status::not_found(m),

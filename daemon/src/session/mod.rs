@@ -163,9 +163,19 @@ impl SessionManager {
     /// The session's redactor: the policy's rules (compiled once per
     /// settings), a marker key derived from the session id, and the
     /// session's marker memory, so markers are stable across its calls and
-    /// a write carrying them can be restored.
+    /// a write carrying them can be restored. Secret values the policy
+    /// gives its MCP servers in `env` are known secrets of the session.
     pub fn redactor(&self, session: &Session) -> crate::redact::Redactor {
         crate::redact::Redactor::for_session_id(&session.policy.file.redact, &session.id)
+            .with_env_secrets(
+                session
+                    .policy
+                    .file
+                    .mcp
+                    .servers
+                    .iter()
+                    .flat_map(|s| s.env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            )
     }
 
     /// The state database.
