@@ -280,6 +280,94 @@ async fn trusted_server_runs_unasked_is_checkpointed_and_still_confined() {
     drop(e.d);
 }
 
+/// A trusted server (writable workspace) plants a nested repository whose
+/// `config` sets `core.fsmonitor`: after the call the daemon quarantines
+/// the config (renamed `*.warden-blocked`, named in the result's warnings
+/// and the `mcp_call_end` audit record), so the user's own `git status` in
+/// it runs nothing. Restoring the config makes the same `git status` run the
+/// payload (the check can fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_git_config_planted_by_a_trusted_server_is_quarantined() {
+    let mut e = setup("trusted").await;
+    let host = host_dir();
+    let marker = host.path().join("PWNED");
+    let config = format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = touch {}; false\n",
+        marker.display()
+    );
+    for (path, text) in [
+        ("sub/.git/HEAD", "ref: refs/heads/main\n"),
+        ("sub/.git/objects/info/.keep", ""),
+        ("sub/.git/refs/heads/.keep", ""),
+    ] {
+        let r = e
+            .call(
+                "write_note",
+                serde_json::json!({"path": path, "text": text}),
+            )
+            .await;
+        assert!(!r.is_error, "{r:?}");
+    }
+    let r = e
+        .call(
+            "write_note",
+            serde_json::json!({"path": "sub/.git/config", "text": config}),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("quarantined sub/.git/config")),
+        "{:?}",
+        r.warnings
+    );
+    let sub = e.ws.path().join("sub");
+    assert_absent(&sub.join(".git/config"));
+    assert!(sub.join(".git/config.warden-blocked").exists());
+    let status = || {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&sub)
+            .arg("status")
+            .output()
+            .unwrap()
+    };
+    status();
+    assert_absent(&marker);
+    // The audit record names it.
+    let mut s = e
+        .client
+        .audit()
+        .list_audit(pb::ListAuditRequest {
+            session_id: e.sid.clone(),
+            after_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut ends = Vec::new();
+    while let Some(rec) = tokio_stream::StreamExt::next(&mut s).await {
+        let rec = rec.unwrap();
+        if rec.action == "mcp_call_end" {
+            ends.push(rec.detail_json);
+        }
+    }
+    assert!(ends.last().unwrap().contains("sub/.git/config"), "{ends:?}");
+    // Positive control: the planted config, restored, does run.
+    std::fs::rename(
+        sub.join(".git/config.warden-blocked"),
+        sub.join(".git/config"),
+    )
+    .unwrap();
+    status();
+    assert!(
+        marker.exists(),
+        "the fsmonitor payload never runs: the test proves nothing"
+    );
+    drop(e.d);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_definition_asks_again_after_a_session_grant() {
     let mut e = setup("untrusted").await;

@@ -118,6 +118,17 @@ impl Fx {
         msg
     }
 
+    /// The PermissionDenied message of `attack` (which must be refused).
+    fn denied_message<T: std::fmt::Debug>(
+        &self,
+        attack: impl FnOnce(&Workspace) -> Result<T, WorkspaceError>,
+    ) -> String {
+        match attack(&self.w) {
+            Err(e @ WorkspaceError::PermissionDenied { .. }) => e.to_string(),
+            other => panic!("expected PermissionDenied, got {other:?}"),
+        }
+    }
+
     fn secret(&self) -> PathBuf {
         self.out.join("secret.txt")
     }
@@ -808,6 +819,61 @@ fn protected_paths_refuse_writes_patches_and_renames() {
     ));
 }
 
+/// A nested repository planted through the file tools (a `sub/.git/config`
+/// with `core.fsmonitor`, hooks, a gitfile, `HEAD`/`objects`/`refs`) would
+/// run code on the user's next `git status` in `sub/`: every write, patch
+/// target and rename whose path has a `.git` component, at any depth and in
+/// any case, is refused naming it, and nothing is created.
+#[test]
+fn nested_git_paths_are_refused_for_writes_patches_and_renames() {
+    let f = fx();
+    fs::create_dir_all(f.root.join("sub2/.git")).unwrap();
+    let before = snapshot(&f.root);
+    for path in [
+        "sub/.git/config",
+        "sub/.git/HEAD",
+        "sub/.git/objects/info/x",
+        "sub/.git/refs/heads/main",
+        "sub/.git/hooks/pre-commit",
+        "sub/.git",
+        "deep/er/.git/config",
+        "sub/.GIT/config",
+        "sub2/.git/config",
+        ".git/info/exclude",
+        "sub/./x/../.git/config",
+    ] {
+        f.denied(".git", |w| {
+            w.write_file(
+                path,
+                b"[core]\n\tfsmonitor = touch /tmp/PWNED\n",
+                None,
+                None,
+            )
+        });
+        assert!(
+            f.denied_message(|w| w.write_file(path, b"x", None, None))
+                .contains("git control path"),
+            "{path}"
+        );
+    }
+    f.denied(".git", |w| {
+        w.apply_patch("--- /dev/null\n+++ b/sub/.git/config\n@@ -0,0 +1,2 @@\n+[core]\n+\tfsmonitor = touch /tmp/PWNED\n")
+    });
+    f.denied(".git", |w| {
+        w.apply_patch("diff --git a/inside.txt b/sub/.git/config\nrename from inside.txt\nrename to sub/.git/config\n")
+    });
+    // Through a symlinked directory that stays inside: the canonical path
+    // has the `.git` component.
+    symlink("sub2/.git", f.root.join("g")).unwrap();
+    f.denied(".git", |w| w.write_file("g/config", b"evil", None, None));
+    fs::remove_file(f.root.join("g")).unwrap();
+    assert_eq!(snapshot(&f.root), before);
+    // Names that only contain `.git` are ordinary files.
+    f.w.write_file("sub/.gitignore", b"target\n", None, None)
+        .unwrap();
+    f.w.write_file("sub/x.git/y", b"y", None, None).unwrap();
+}
+
 // --- end to end through wardend and the CLI --------------------------------------
 
 fn e2e_fixture() -> (warden_tests::Daemon, tempfile::TempDir, PathBuf) {
@@ -1263,4 +1329,109 @@ fn git_generated_patches_apply_like_git() {
     // And git agrees the index now matches the working tree.
     git(r, &["add", "-A"]);
     assert_eq!(git(r, &["diff", "--cached", "-M"]), patch);
+}
+
+/// End to end: `warden fs write` and `warden fs patch` cannot plant a nested
+/// repository (`sub/.git/config` with `core.fsmonitor`, `HEAD`, `refs/`,
+/// `objects/`), nor a hook in the directory the workspace repository's
+/// `core.hooksPath` names; the CLI exits 1 naming the path, and the user's
+/// own `git status` / `git commit` afterwards runs no payload.
+#[test]
+fn e2e_fs_write_and_patch_cannot_plant_git_hooks_or_config() {
+    let (d, base, ws) = e2e_fixture();
+    let marker = base.path().join("PWNED");
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["config", "core.hooksPath", ".githooks"]);
+    fs::create_dir(ws.join("sub")).unwrap();
+    let cfg = format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = touch {}.fsmonitor\n",
+        marker.display()
+    );
+    let hook = format!("#!/bin/sh\ntouch {}.hook\n", marker.display());
+    let writes: &[(&str, &str)] = &[
+        ("sub/.git/HEAD", "ref: refs/heads/main\n"),
+        ("sub/.git/config", &cfg),
+        ("sub/.git/refs/heads/.keep", ""),
+        ("sub/.git/objects/.keep", ""),
+        ("sub/.git/hooks/pre-commit", &hook),
+        ("sub/.git", "gitdir: ../elsewhere\n"),
+    ];
+    for (path, content) in writes {
+        let o = fs_cli(
+            &d,
+            &ws,
+            &["write", "--yes", "--mode", "755", path],
+            Some(content),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{path}: {err}");
+        assert!(
+            err.contains("permission denied") && err.contains(".git") && err.contains(path),
+            "{path}: {err}"
+        );
+    }
+    let patch = base.path().join("git.diff");
+    let body: String = cfg.lines().map(|l| format!("+{l}\n")).collect();
+    fs::write(
+        &patch,
+        format!(
+            "--- /dev/null\n+++ b/sub/.git/config\n@@ -0,0 +1,{} @@\n{body}",
+            cfg.lines().count()
+        ),
+    )
+    .unwrap();
+    let o = fs_cli(&d, &ws, &["patch", "--yes", patch.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("sub/.git/config"), "{err}");
+    assert!(!ws.join("sub/.git").exists());
+    // The hooks directory of the workspace repository's core.hooksPath.
+    let o = fs_cli(
+        &d,
+        &ws,
+        &["write", "--yes", "--mode", "755", ".githooks/pre-commit"],
+        Some(&hook),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(".githooks") && err.contains("protected"),
+        "{err}"
+    );
+    assert!(!ws.join(".githooks").exists());
+    // An ordinary write still works.
+    let o = fs_cli(&d, &ws, &["write", "--yes", "sub/f"], Some("x\n"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The user's own git (hooks and fsmonitor as configured) runs nothing
+    // planted.
+    user_git(&ws.join("sub"), &["status"]);
+    user_git(&ws, &["add", "-A"]);
+    user_git(&ws, &["commit", "-qm", "x"]);
+    for what in ["fsmonitor", "hook"] {
+        assert!(
+            !PathBuf::from(format!("{}.{what}", marker.display())).exists(),
+            "planted {what} ran on the host"
+        );
+    }
+}
+
+/// The host user's git as they would run it: their repository's hooks and
+/// config apply (unlike [`git`], which disables hooks).
+fn user_git(dir: &Path, args: &[&str]) {
+    let o = std::process::Command::new("git")
+        .args(["-c", "user.name=u", "-c", "user.email=u@e"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

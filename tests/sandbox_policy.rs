@@ -416,6 +416,68 @@ fn nested_git_hooks_and_config_planted_by_a_command_are_quarantined() {
     }
 }
 
+/// The workspace repository's `core.hooksPath` names a directory inside
+/// the workspace (`.githooks`): it is protected like `.git/hooks`. A
+/// command cannot change an existing hook there nor add one (read-only in
+/// the sandbox), and one it creates while the directory is absent is
+/// removed after it; the user's own `git commit` then runs no payload.
+#[test]
+fn hooks_path_directory_of_the_workspace_repository_is_protected() {
+    let d = daemon(&[], &[]);
+    let pol = policy(d.dir.path(), "");
+    let ws = workspace();
+    let w = ws.path();
+    let host = tempfile::Builder::new()
+        .prefix("wd-hookspath-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let pwned = host.path().join("pwned");
+    let user_git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(w)
+            .args(["-c", "user.name=u", "-c", "user.email=u@e"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    user_git(&["init", "-q"]);
+    user_git(&["config", "core.hooksPath", ".githooks"]);
+    write(&w.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    let plant = format!(
+        "mkdir -p .githooks && printf '#!/bin/sh\\ntouch {p}\\n' > .githooks/pre-commit; \
+         printf '#!/bin/sh\\ntouch {p}\\n' > .githooks/commit-msg; \
+         chmod +x .githooks/*; cat .githooks/pre-commit; echo ran",
+        p = pwned.display()
+    );
+    // Existing directory: read-only, nothing changes.
+    let o = exec(&d, w, &pol, &plant);
+    let evs = events(&o);
+    assert!(stdout_of(&evs).contains("ran"), "{evs:?}");
+    assert_eq!(
+        std::fs::read_to_string(w.join(".githooks/pre-commit")).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    assert!(!w.join(".githooks/commit-msg").exists());
+    // Absent directory: what the command creates there is removed.
+    std::fs::remove_dir_all(w.join(".githooks")).unwrap();
+    let o = exec(&d, w, &pol, &plant);
+    let evs = events(&o);
+    assert!(stdout_of(&evs).contains("ran"), "{evs:?}");
+    assert!(stderr_of(&evs).contains(".githooks"), "{evs:?}");
+    assert!(!w.join(".githooks").exists());
+    // The user's own commit runs nothing planted.
+    std::fs::write(w.join("f"), "x").unwrap();
+    user_git(&["add", "f"]);
+    user_git(&["commit", "-qm", "x"]);
+    assert!(!pwned.exists(), "a planted hook ran on the host");
+}
+
 /// `warden doctor --json --policy FILE`: (exit code, the
 /// `cgroup_v2_delegation` check).
 fn doctor_cgroup(pol: &Path) -> (i32, serde_json::Value) {

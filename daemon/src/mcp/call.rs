@@ -764,6 +764,27 @@ pub async fn call(
         ));
     }
 
+    // Nested git repositories it planted are quarantined (as for exec).
+    let before = running
+        .nested_git
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let mut quarantined = Vec::new();
+    if let Some(before) = before {
+        let ws = session.workspace.clone();
+        if let Ok(c) =
+            tokio::task::spawn_blocking(move || crate::session::nested_git::check(&ws, &before))
+                .await
+        {
+            if let Some(n) = c.note("the server") {
+                out.warnings.extend(n.lines().map(str::to_string));
+            }
+            quarantined = c.done.clone();
+            *running.nested_git.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.after);
+        }
+    }
+
     let end = match &result {
         Ok(r) => {
             let (content_json, text, structured, redactions, truncated) =
@@ -780,10 +801,11 @@ pub async fn call(
                 "redactions": out.redactions,
                 "truncated": out.truncated,
                 "result_bytes": out.content_json.len(),
+                "nested_git_quarantined": quarantined,
             })
         }
         Err(e) => {
-            serde_json::json!({"error": redactor.redact(&e.to_string()).0, "duration_ms": out.duration_ms})
+            serde_json::json!({"error": redactor.redact(&e.to_string()).0, "duration_ms": out.duration_ms, "nested_git_quarantined": quarantined})
         }
     };
     let audited = cx.audit(super::ACTION_CALL_END, end);

@@ -63,6 +63,12 @@ pub struct Running {
     /// server that may write the workspace started: the sandbox cannot make
     /// them read-only, so what it creates there is removed after each call.
     pub absent_protected: Vec<std::path::PathBuf>,
+    /// Nested git control paths as last checked (before the server started,
+    /// then after each call): what a server that may write the workspace
+    /// creates or changes there, during a call or between calls, is
+    /// quarantined after the next call ([`crate::session::nested_git`]).
+    /// `None` for a read-only server.
+    pub nested_git: Mutex<Option<crate::session::nested_git::Scan>>,
 }
 
 impl Drop for Running {
@@ -304,8 +310,16 @@ impl McpHost {
         } else {
             crate::session::exec::absent_protected(
                 &session.workspace,
-                &session.policy.file.sandbox.all_protected(),
+                &session.policy.file.sandbox.protected_in(&session.workspace),
             )
+        };
+        let nested_git = if profile == Profile::SafeRead {
+            None
+        } else {
+            let ws = session.workspace.clone();
+            tokio::task::spawn_blocking(move || crate::session::nested_git::scan(&ws))
+                .await
+                .ok()
         };
         let mut argv = vec![command.clone()];
         argv.extend(cfg.args.iter().cloned());
@@ -403,6 +417,7 @@ impl McpHost {
             landlock,
             pid,
             absent_protected,
+            nested_git: Mutex::new(nested_git),
         })
     }
 }

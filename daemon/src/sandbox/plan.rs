@@ -588,7 +588,7 @@ impl Plan {
         let protect = if ws_readonly {
             Vec::new()
         } else {
-            req.settings.all_protected()
+            req.settings.protected_in(ws)
         };
 
         Ok(Plan {

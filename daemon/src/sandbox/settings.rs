@@ -177,6 +177,20 @@ impl SandboxSettings {
         self.limits.cgroup_memory_max_bytes != 0 || self.limits.cgroup_pids_max != 0
     }
 
+    /// [`Self::all_protected`] plus what the workspace repository's
+    /// `core.hooksPath` names inside `workspace` (read now from its git
+    /// config: [`crate::workspace::hooks_path_protected`]). The one list of
+    /// protected paths for every writer (sandbox, file tools, MCP servers).
+    pub fn protected_in(&self, workspace: &Path) -> Vec<PathBuf> {
+        let mut out = self.all_protected();
+        for p in crate::workspace::hooks_path_protected(workspace) {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
     /// Default plus policy protected paths, deduplicated, relative.
     pub fn all_protected(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = DEFAULT_PROTECTED.iter().map(PathBuf::from).collect();

@@ -106,14 +106,15 @@ fn change_to_proto(c: &FileChange) -> pb::FileChange {
     }
 }
 
-/// The protected paths of a session's policy beyond the defaults (the
-/// `[sandbox]` section's `protected_paths`, workspace-relative).
+/// The protected paths of a session (the sandbox's list: defaults, the
+/// `[sandbox]` section's `protected_paths`, the repository's
+/// `core.hooksPath`; workspace-relative).
 fn protected_of(session: &Session) -> Vec<String> {
     session
         .policy
         .file
         .sandbox
-        .protected_paths
+        .protected_in(&session.workspace)
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect()

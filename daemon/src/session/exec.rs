@@ -378,7 +378,7 @@ impl SessionManager {
         } else {
             absent_protected(
                 &session.workspace,
-                &session.policy.file.sandbox.all_protected(),
+                &session.policy.file.sandbox.protected_in(&session.workspace),
             )
         };
         let nested_before = match nested_scan {
@@ -629,38 +629,16 @@ impl SessionManager {
         before: super::nested_git::Scan,
     ) -> (Vec<String>, Option<String>) {
         let ws = session.workspace.clone();
-        let r = tokio::task::spawn_blocking(move || {
-            let after = super::nested_git::scan(&ws);
-            let (done, failed) = super::nested_git::quarantine(&ws, &before, &after);
-            (done, failed, before.incomplete || after.incomplete)
-        })
-        .await;
-        let Ok((done, failed, incomplete)) = r else {
+        let r = tokio::task::spawn_blocking(move || super::nested_git::check(&ws, &before)).await;
+        let Ok(c) = r else {
             return (Vec::new(), None);
         };
-        let mut note = String::new();
-        if !done.is_empty() {
-            tracing::warn!(session = %session.id, ?done, "quarantined nested git hooks/config the command created or changed");
-            note.push_str(&format!(
-                "\n[warden: quarantined {} (renamed *{}): git hooks/config of nested repositories that the command created or changed would run code on your next git command]\n",
-                done.join(", "),
-                super::nested_git::QUARANTINE_SUFFIX
-            ));
-        }
-        for (p, e) in &failed {
-            tracing::error!(session = %session.id, path = %p, "could not quarantine a nested git control path: {e}");
-            note.push_str(&format!(
-                "\n[warden: WARNING: could not quarantine {p} ({e}); inspect it before running git there]\n"
-            ));
-        }
-        if incomplete {
-            tracing::warn!(session = %session.id, "workspace too large to scan for nested git repositories");
-            note.push_str(&format!(
-                "\n[warden: WARNING: the workspace has over {} entries; nested git repositories were not fully checked]\n",
-                super::nested_git::MAX_SCAN_ENTRIES
-            ));
-        }
-        (done, (!note.is_empty()).then_some(note))
+        let note = c.note("the command").map(|n| {
+            n.lines()
+                .map(|l| format!("\n[warden: {l}]\n"))
+                .collect::<String>()
+        });
+        (c.done, note)
     }
 }
 

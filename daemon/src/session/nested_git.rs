@@ -289,6 +289,69 @@ pub fn quarantine(
     (done, failed)
 }
 
+/// What one check after a writer (a command, an MCP call) found and did.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// The scan after the writer (the next baseline).
+    pub after: Scan,
+    /// Control paths quarantined (relative).
+    pub done: Vec<String>,
+    /// Control paths that could not be quarantined, with the reason.
+    pub failed: Vec<(String, String)>,
+    /// A scan stopped at [`MAX_SCAN_ENTRIES`].
+    pub incomplete: bool,
+}
+
+impl Checked {
+    /// The note for the writer's caller (a command's stderr, an MCP
+    /// result's warnings), `None` when there is nothing to say. `who` names
+    /// the writer ("the command", "the MCP server").
+    pub fn note(&self, who: &str) -> Option<String> {
+        let mut note = String::new();
+        if !self.done.is_empty() {
+            note.push_str(&format!(
+                "quarantined {} (renamed *{QUARANTINE_SUFFIX}): git hooks/config of nested repositories that {who} created or changed would run code on your next git command\n",
+                self.done.join(", "),
+            ));
+        }
+        for (p, e) in &self.failed {
+            note.push_str(&format!(
+                "WARNING: could not quarantine {p} ({e}); inspect it before running git there\n"
+            ));
+        }
+        if self.incomplete {
+            note.push_str(&format!(
+                "WARNING: the workspace has over {MAX_SCAN_ENTRIES} entries; nested git repositories were not fully checked\n"
+            ));
+        }
+        (!note.is_empty()).then_some(note)
+    }
+}
+
+/// Scans `root` again after a writer ran and quarantines what it created or
+/// changed since `before` ([`quarantine`]); logs what it did. Blocking (a
+/// walk of the workspace): call it on a blocking thread.
+pub fn check(root: &Path, before: &Scan) -> Checked {
+    let after = scan(root);
+    let (done, failed) = quarantine(root, before, &after);
+    let incomplete = before.incomplete || after.incomplete;
+    if !done.is_empty() {
+        tracing::warn!(root = %root.display(), ?done, "quarantined nested git hooks/config a writer created or changed");
+    }
+    for (p, e) in &failed {
+        tracing::error!(root = %root.display(), path = %p, "could not quarantine a nested git control path: {e}");
+    }
+    if incomplete {
+        tracing::warn!(root = %root.display(), "workspace too large to scan for nested git repositories");
+    }
+    Checked {
+        after,
+        done,
+        failed,
+        incomplete,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,9 @@
 //! [`WorkspaceError::PermissionDenied`] naming the component: absolute paths,
 //! `..` above the root, NUL bytes and control characters, symlinks (final or
 //! intermediate, existing or dangling) whose target leaves the root, and
-//! writes to protected paths ([`DEFAULT_PROTECTED`] plus the policy's list).
+//! writes to protected paths ([`DEFAULT_PROTECTED`] plus the policy's list,
+//! plus the directory the repository's `core.hooksPath` names) and to any
+//! path with a `.git` component ([`is_git_dir_name`]).
 //! Symlinks that stay inside are followed; an absolute symlink whose target
 //! lies under the root's canonical path counts as inside.
 //!
@@ -23,10 +25,12 @@
 //! that does not exist. Every change returns a [`FileChange`] record for the
 //! checkpoint module.
 
+mod hooks_path;
 mod patch;
 mod resolve;
 mod walk;
 
+pub use hooks_path::{hooks_path_protected, HOOK_NAMES};
 pub use patch::{parse as parse_patch, FilePatch, Hunk, HunkLine, HunkMismatch, MAX_PATCH_BYTES};
 pub use walk::{DirEntryInfo, EntryKind, GrepMatch, GrepResult, ListResult, MAX_RESULT_BYTES};
 
@@ -58,6 +62,16 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     ".vscode",
     ".husky",
 ];
+
+/// Whether a path component names a git directory or gitfile: `.git` in
+/// any ASCII case (git itself treats `.GIT` as `.git` on case-insensitive
+/// file systems, and the workspace may be shared with one). The file tools
+/// refuse every write whose path has such a component, at any depth
+/// (a nested repository's `config`/`hooks`, a gitfile): nothing a coding
+/// agent legitimately does needs it, and git runs code from there.
+pub fn is_git_dir_name(component: &str) -> bool {
+    component.eq_ignore_ascii_case(".git")
+}
 
 /// Errors of the file tools. Messages name the path (and component) at fault.
 #[derive(Debug, thiserror::Error)]
@@ -379,6 +393,15 @@ impl Workspace {
         }
         let lexical = lex.join("/");
         for cand in [rel, lexical.as_str()] {
+            if let Some(c) = cand.split('/').find(|c| is_git_dir_name(c)) {
+                return Err(WorkspaceError::denied(
+                    requested,
+                    c,
+                    &format!(
+                        "git control path (file tools never write inside or replace a .git, at any depth: its hooks and config run code on your next git command): {cand}"
+                    ),
+                ));
+            }
             if let Some(p) = self.protected_match(cand) {
                 return Err(WorkspaceError::denied(
                     requested,
