@@ -570,7 +570,7 @@ fn bad_requests_get_clear_statuses() {
     });
     // The CLI's own checks.
     let out = d.run(&["exec", "--timeout", "0", "--", "true"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
     let out = d.run(&[
         "exec",

@@ -934,7 +934,7 @@ fn e2e_cli_refuses_escapes_with_exit_1_and_the_reason() {
     for (args, stdin, needle) in cases {
         let o = fs_cli(&d, &ws, args, *stdin);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(126), "{args:?}: {err}");
         assert!(
             err.contains("permission denied") && err.contains(needle),
             "{args:?}: {err}"
@@ -946,7 +946,7 @@ fn e2e_cli_refuses_escapes_with_exit_1_and_the_reason() {
     let o = fs_cli(&d, &ws, &["patch", "--yes", patch.to_str().unwrap()], None);
     assert_eq!(
         o.status.code(),
-        Some(1),
+        Some(126),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -1063,7 +1063,7 @@ fn e2e_policy_protected_paths_and_audit_of_changes() {
     let p = policy.to_str().unwrap();
     let o = fs_cli(&d, &ws, &["write", "--policy", p, "deploy/key"], Some("x"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(126), "{err}");
     assert!(
         err.contains("\"deploy\"") && err.contains("protected"),
         "{err}"

@@ -53,10 +53,40 @@ enum Command {
     McpServe(cli::mcp_serve::McpServeArgs),
     /// List and call the tools of the MCP servers the policy hosts (in the sandbox).
     Mcp(cli::mcp::McpArgs),
+    /// Open, list and close sessions (for `--session ID` and `warden approve` from another terminal).
+    Session(cli::session::SessionArgs),
+}
+
+/// The subcommand word on the command line (the first word that is not an
+/// option or the value of `--socket`).
+fn subcommand_word() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--socket" {
+            args.next();
+        } else if !a.starts_with('-') {
+            return Some(a);
+        }
+    }
+    None
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `--help` and `--version` exit 0. A usage error is clap's 2,
+            // except for `warden exec`, whose contract keeps the command's
+            // own codes apart: a bad request is 125 (as env(1), timeout(1)).
+            let code = match e.exit_code() {
+                0 => 0,
+                _ if subcommand_word().as_deref() == Some("exec") => cli::EXIT_WARDEN,
+                c => c,
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
     // Commands that need no runtime (and the daemon, which must fork its
     // spawn helper before any thread exists) run here.
     let code = match cli.command {
@@ -103,6 +133,7 @@ async fn async_main(command: Command, global: cli::GlobalArgs) -> i32 {
         Command::Gc(args) => cli::gc::run(args, &global).await,
         Command::McpServe(args) => cli::mcp_serve::run(args, &global).await,
         Command::Mcp(args) => cli::mcp::run(args, &global).await,
+        Command::Session(args) => cli::session::run(args, &global).await,
         Command::Daemon(_)
         | Command::Doctor(_)
         | Command::Redact(_)

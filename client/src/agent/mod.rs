@@ -112,6 +112,12 @@ pub struct StepRecord {
     pub tier: Option<String>,
     pub decision: Option<String>,
     pub refused: bool,
+    /// Why the call failed (malformed arguments, unknown tool, an error
+    /// from the daemon or the MCP server): the first line of the result the
+    /// model got. Absent when the call worked (a non-zero exit code is the
+    /// command's result, not an error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
     pub files_changed: Vec<String>,
@@ -458,6 +464,7 @@ impl Agent<'_> {
                     tier: o.tier.clone(),
                     decision: o.decision.clone(),
                     refused: o.refused,
+                    error: o.error.clone(),
                     exit_code: o.exit_code,
                     duration_ms: o.duration_ms,
                     files_changed: o.files_changed.clone(),

@@ -3,11 +3,15 @@
 //! (`POST {base}/chat/completions`, `tools: [{type: function, function:
 //! {name, description, parameters}}]`, `choices[0].message.tool_calls`).
 //! Configuration: `OPENAI_BASE_URL` (default `https://api.openai.com/v1`),
-//! `OPENAI_API_KEY` (optional for local servers).
+//! `OPENAI_API_KEY` (required for the default endpoint, optional for local
+//! servers).
 
 use serde_json::{json, Value};
 
 use super::provider::*;
+
+/// The endpoint used when `OPENAI_BASE_URL` is unset; it needs a key.
+const DEFAULT_BASE: &str = "https://api.openai.com/v1";
 
 pub struct OpenAi {
     http: reqwest::Client,
@@ -20,11 +24,15 @@ pub struct OpenAi {
 impl OpenAi {
     /// A client for `model`, configured from the environment.
     pub fn from_env(model: &str) -> Result<OpenAi, ProviderError> {
-        let base =
-            std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".into());
+        let base = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| DEFAULT_BASE.into());
         let key = std::env::var("OPENAI_API_KEY")
             .ok()
             .filter(|k| !k.is_empty());
+        if key.is_none() && base.trim_end_matches('/') == DEFAULT_BASE {
+            return Err(ProviderError::Config(format!(
+                "OPENAI_API_KEY is not set; {DEFAULT_BASE} needs it (set OPENAI_BASE_URL for a local server that needs no key)"
+            )));
+        }
         OpenAi::new(&base, key, model)
     }
 

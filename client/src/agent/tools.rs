@@ -243,6 +243,9 @@ pub struct Outcome {
     pub refused: bool,
     /// The arguments were malformed (answered with an error, nothing ran).
     pub malformed: bool,
+    /// Set by [`Dispatcher::dispatch`] when the call failed: the first line
+    /// of a result that starts with `error` (every failure path says so).
+    pub error: Option<String>,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
     pub files_changed: Vec<String>,
@@ -310,6 +313,16 @@ pub fn truncate(s: &str, budget: usize) -> String {
     )
 }
 
+/// The first line of `text`, at most 500 bytes (cut at a char boundary).
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut end = line.len().min(500);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
 impl Dispatcher<'_> {
     /// `msg` as a request carrying the run's `traceparent`, if traced.
     fn req<T>(&self, msg: T) -> tonic::Request<T> {
@@ -322,8 +335,10 @@ impl Dispatcher<'_> {
     /// Runs one tool call; never fails (errors become the result text).
     pub async fn dispatch(&self, step_id: &str, call: &ToolCall) -> Outcome {
         if let Err(why) = validate(call) {
+            let text = format!("error: malformed tool call: {why}");
             return Outcome {
-                text: format!("error: malformed tool call: {why}"),
+                error: Some(first_line(&text)),
+                text,
                 malformed: true,
                 ..Default::default()
             };
@@ -339,6 +354,9 @@ impl Dispatcher<'_> {
             _ => unreachable!("validated"),
         };
         out.duration_ms = started.elapsed().as_millis() as u64;
+        if out.text.starts_with("error") {
+            out.error = Some(first_line(&out.text));
+        }
         out.text = truncate(&out.text, self.budget_bytes);
         out
     }

@@ -170,6 +170,10 @@ pub fn render_preview(a: &pb::ApprovalRequest) -> String {
     s
 }
 
+/// Said when a one-shot session (no `--session`) met an approval request:
+/// the request expires with the session, so `warden approve` cannot answer it.
+pub const ONE_SHOT_HINT: &str = "this one-shot session ends now and its request expires with it: pass --yes to grant once, run on a terminal to be asked, or open a session (`warden session open`), call again with `--session ID` and answer with `warden approve REQUEST` from another terminal";
+
 /// What `warden exec` does with an `approval_required` event: on a terminal
 /// (standard input and standard error both terminals) show the preview and
 /// ask y / n / a (always for this session, with the prefix shown), then
@@ -188,12 +192,10 @@ pub async fn on_approval_required(
         say(format!("approval required (request {}): {summary}", a.id));
         match existing_session {
             Some(sid) => say(format!(
-                "answer with `warden approve {}` (or --deny, --scope session), then re-run with `--session {sid}`",
+                "answer from any terminal with `warden approve {}` (or --deny, --scope session), then repeat the same call with `--session {sid}`",
                 a.id
             )),
-            None => say(
-                "this one-shot session ends now; open a session and use `warden exec --session ID` to approve from another terminal, or pass --yes",
-            ),
+            None => say(ONE_SHOT_HINT),
         }
         return Err(super::EXIT_REFUSED);
     }

@@ -5,13 +5,16 @@
 //! every Warden message goes to standard error. Exit codes: the command's
 //! own; 124 on timeout; 126 when policy or approval refused it (message
 //! starting `warden: denied` or `warden: approval required`); 128+N when
-//! killed by signal N; 125 for Warden's own failures.
+//! killed by signal N; 125 for Warden's own failures, including usage
+//! errors (no WORDS, `--timeout 0`: clap's 2 is mapped in `main`).
 //!
 //! When the policy asks: on a terminal the preview is shown and the user
 //! answers y (once) / n (deny) / a (always for this session, prefix shown);
 //! without a terminal and without `--yes` it exits 126 with `warden:
-//! approval required` and the request id, which `warden approve ID` answers
-//! from elsewhere (then re-run with `--session ID`).
+//! approval required` and the request id. In a session opened with `warden
+//! session open`, `warden approve ID` answers it from another terminal and
+//! repeating the same command with `--session SID` uses the grant; a
+//! one-shot session's request expires with it.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -93,10 +96,7 @@ async fn stream(client: &crate::Client, session_id: &str, command: String, args:
     };
     let mut events = match client.exec_client().exec(req).await {
         Ok(r) => r.into_inner(),
-        Err(s) => {
-            say(s.message());
-            return EXIT_WARDEN;
-        }
+        Err(s) => return super::status_exit(&s, EXIT_WARDEN),
     };
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr();
@@ -104,10 +104,7 @@ async fn stream(client: &crate::Client, session_id: &str, command: String, args:
     while let Some(ev) = events.next().await {
         let ev = match ev {
             Ok(ev) => ev,
-            Err(s) => {
-                say(s.message());
-                return EXIT_WARDEN;
-            }
+            Err(s) => return super::status_exit(&s, EXIT_WARDEN),
         };
         if args.json {
             if let Some(line) = event_json(&ev) {

@@ -12,17 +12,18 @@
 //! (read: the redacted content; ls: one path per line, `/` after
 //! directories, `@` after symlinks; grep: `path:line:text`; write and patch:
 //! one `kind path hash` line per changed file); Warden messages go to
-//! standard error. Exit codes: 0 done; 1 refused or failed (the reason on
+//! standard error. Exit codes: 0 done; 1 failed (the reason on
 //! standard error: path rules, missing file, a patch that does not apply,
-//! too large) and, for grep, no match; 126 when policy refused a write or
-//! patch (`warden: denied` / `warden: approval required` / `warden:
+//! too large) and, for grep, no match; 126 when refused (`PERMISSION_DENIED`:
+//! a protected path such as `.git/hooks/*` or `.git/config`, a secret file,
+//! or policy: `warden: denied` / `warden: approval required` / `warden:
 //! approval expired`; `--yes` grants an ask once, `warden approve ID` grants
 //! the request the refusal names for a retry of the same call); 125 for Warden's own failures (daemon unreachable).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use super::{connect, say, GlobalArgs, EXIT_REFUSED, EXIT_WARDEN};
+use super::{connect, say, GlobalArgs, EXIT_WARDEN};
 use crate::pb;
 
 /// Exit code of a refused or failed file operation.
@@ -134,24 +135,22 @@ impl FsCommand {
     }
 }
 
-/// Exit code and message for a failed call: 126 for a policy refusal, 1 for
-/// every other refusal or error from the file tools, 125 when the daemon
-/// could not be reached.
+/// Exit code and message for a failed call: 126 for a refusal
+/// (`PERMISSION_DENIED`: policy deny, approval required or expired, a
+/// protected path such as `.git/hooks/*`), 125 when the daemon could not be
+/// reached or failed, 1 for every other error from the file tools.
 pub fn status_code(s: &tonic::Status) -> i32 {
-    say(s.message());
-    match s.code() {
-        tonic::Code::PermissionDenied
-            if s.message().starts_with("denied")
-                || s.message().starts_with("approval required")
-                || s.message().starts_with("approval expired") =>
-        {
-            EXIT_REFUSED
-        }
-        tonic::Code::Unavailable | tonic::Code::Unimplemented | tonic::Code::Internal => {
-            EXIT_WARDEN
-        }
-        _ => EXIT_FAILED,
+    super::status_exit(s, EXIT_FAILED)
+}
+
+/// [`status_code`], plus for a one-shot session whose call is awaiting an
+/// approval the note that the request expires with the session.
+fn status_code_in(s: &tonic::Status, one_shot: bool) -> i32 {
+    let code = status_code(s);
+    if one_shot && s.message().starts_with("approval required") {
+        say(super::approve::ONE_SHOT_HINT);
     }
+    code
 }
 
 fn read_input(file: &str) -> Result<Vec<u8>, String> {
@@ -216,6 +215,7 @@ pub async fn run(args: FsArgs, global: &GlobalArgs) -> i32 {
         args.command,
         input,
         target.json,
+        one_shot,
     )
     .await;
     if one_shot {
@@ -230,6 +230,7 @@ async fn call(
     cmd: FsCommand,
     input: Vec<u8>,
     json: bool,
+    one_shot: bool,
 ) -> i32 {
     let mut files = client.files();
     let mut out = std::io::stdout().lock();
@@ -251,7 +252,7 @@ async fn call(
                 .await
             {
                 Ok(r) => r.into_inner(),
-                Err(s) => return status_code(&s),
+                Err(s) => return status_code_in(&s, one_shot),
             };
             if json {
                 let v = serde_json::json!({"path": path, "content": r.content, "binary": r.binary,
@@ -305,7 +306,7 @@ async fn call(
                 .await
             {
                 Ok(r) => r.into_inner(),
-                Err(s) => return status_code(&s),
+                Err(s) => return status_code_in(&s, one_shot),
             };
             let c = r.change.unwrap_or_default();
             print_changes(&mut out, &[c], json);
@@ -326,7 +327,7 @@ async fn call(
                 .await
             {
                 Ok(r) => r.into_inner(),
-                Err(s) => return status_code(&s),
+                Err(s) => return status_code_in(&s, one_shot),
             };
             print_changes(&mut out, &r.changes, json);
             0
@@ -345,7 +346,7 @@ async fn call(
                 .await
             {
                 Ok(r) => r.into_inner(),
-                Err(s) => return status_code(&s),
+                Err(s) => return status_code_in(&s, one_shot),
             };
             for e in &r.entries {
                 if json {
@@ -387,7 +388,7 @@ async fn call(
                 .await
             {
                 Ok(r) => r.into_inner(),
-                Err(s) => return status_code(&s),
+                Err(s) => return status_code_in(&s, one_shot),
             };
             for m in &r.matches {
                 if json {

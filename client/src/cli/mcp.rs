@@ -133,6 +133,9 @@ async fn list(client: &crate::Client, session_id: &str, server: Option<&str>, js
             return EXIT_WARDEN;
         }
     };
+    if r.servers.is_empty() && server.is_none() {
+        say("no MCP servers are configured in the policy (add an [[mcp.servers]] entry to it)");
+    }
     if json {
         let v = serde_json::json!({
             "servers": r.servers.iter().map(|s| serde_json::json!({
@@ -203,10 +206,7 @@ async fn call(
     loop {
         let r = match mcp.call_mcp_tool(req.clone()).await {
             Ok(r) => r.into_inner(),
-            Err(s) => {
-                say(s.message());
-                return EXIT_WARDEN;
-            }
+            Err(s) => return super::status_exit(&s, EXIT_WARDEN),
         };
         if let (Some(a), false) = (&r.approval, answered) {
             if super::approve::on_approval_required(client, a, existing_session)

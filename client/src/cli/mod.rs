@@ -17,6 +17,7 @@ pub mod policy;
 pub mod redact;
 pub mod rollback;
 pub mod run;
+pub mod session;
 pub mod trace;
 
 /// Exit code: the command timed out (as timeout(1)).
@@ -25,6 +26,22 @@ pub const EXIT_TIMEOUT: i32 = 124;
 pub const EXIT_WARDEN: i32 = 125;
 /// Exit code: policy or approval refused the call.
 pub const EXIT_REFUSED: i32 = 126;
+
+/// Exit code for a failed daemon call, saying its message on standard error:
+/// a refusal (`PERMISSION_DENIED`: policy deny, approval required or
+/// expired, a protected path) is [`EXIT_REFUSED`]; the daemon unreachable
+/// or failing (`UNAVAILABLE`, `UNIMPLEMENTED`, `INTERNAL`) is
+/// [`EXIT_WARDEN`]; anything else is `other`.
+pub fn status_exit(s: &tonic::Status, other: i32) -> i32 {
+    say(s.message());
+    match s.code() {
+        tonic::Code::PermissionDenied => EXIT_REFUSED,
+        tonic::Code::Unavailable | tonic::Code::Unimplemented | tonic::Code::Internal => {
+            EXIT_WARDEN
+        }
+        _ => other,
+    }
+}
 
 /// Prints a Warden message on standard error (`warden: ...`).
 pub fn say(msg: impl std::fmt::Display) {

@@ -163,6 +163,7 @@ impl Observer for Progress {
                 let result = match r.exit_code {
                     Some(c) => format!("exit {c}"),
                     None if r.refused => String::new(),
+                    None if r.error.is_some() => "error".into(),
                     None => "ok".into(),
                 };
                 eprintln!(
@@ -205,15 +206,19 @@ pub fn print_summary(r: &RunReport) {
         agent::RunOutcome::Failed(why) => format!("failed: {why}"),
         agent::RunOutcome::Stopped(why) => format!("stopped: {why}"),
         agent::RunOutcome::Interrupted => {
-            "interrupted (resume with: warden run --resume RUN_ID)".to_string()
+            format!(
+                "interrupted (resume with: warden run --resume {})",
+                r.run_id
+            )
         }
     };
     eprintln!("run {}: {outcome}", r.run_id);
     eprintln!(
-        "  {} model calls, {} tool calls, {} refused, {} files changed{}",
+        "  {} model calls, {} tool calls, {} refused, {} failed, {} files changed{}",
         r.steps,
         r.tool_calls.len(),
         r.refused,
+        r.tool_calls.iter().filter(|t| t.error.is_some()).count(),
         r.files_changed.len(),
         if r.files_changed.is_empty() {
             String::new()

@@ -559,7 +559,7 @@ impl SessionManager {
                 awaiting_answer: matches!(gate, Gate::Ask(_)),
                 error: SessionError::PermissionDenied(match &gate {
                     Gate::Ask(req) => format!(
-                        "{r}: {}; answer with `warden approve {}` and call again, or pass approve (--yes)",
+                        "{r}: {}; grant it with `warden approve {}`, then repeat the same call in the same session (or set approve, `--yes`, to grant once)",
                         preview.summary, req.id
                     ),
                     _ => r,
