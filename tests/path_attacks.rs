@@ -1364,7 +1364,7 @@ fn e2e_fs_write_and_patch_cannot_plant_git_hooks_or_config() {
             Some(content),
         );
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{path}: {err}");
+        assert_eq!(o.status.code(), Some(126), "{path}: {err}");
         assert!(
             err.contains("permission denied") && err.contains(".git") && err.contains(path),
             "{path}: {err}"
@@ -1382,7 +1382,7 @@ fn e2e_fs_write_and_patch_cannot_plant_git_hooks_or_config() {
     .unwrap();
     let o = fs_cli(&d, &ws, &["patch", "--yes", patch.to_str().unwrap()], None);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(126), "{err}");
     assert!(err.contains("sub/.git/config"), "{err}");
     assert!(!ws.join("sub/.git").exists());
     // The hooks directory of the workspace repository's core.hooksPath.
@@ -1393,7 +1393,7 @@ fn e2e_fs_write_and_patch_cannot_plant_git_hooks_or_config() {
         Some(&hook),
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(126), "{err}");
     assert!(
         err.contains(".githooks") && err.contains("protected"),
         "{err}"
