@@ -772,17 +772,12 @@ pub async fn call(
         .clone();
     let mut quarantined = Vec::new();
     if let Some(before) = before {
-        let ws = session.workspace.clone();
-        if let Ok(c) =
-            tokio::task::spawn_blocking(move || crate::session::nested_git::check(&ws, &before))
-                .await
-        {
-            if let Some(n) = c.note("the server") {
-                out.warnings.extend(n.lines().map(str::to_string));
-            }
-            quarantined = c.done.clone();
-            *running.nested_git.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.after);
+        let c = crate::session::nested_git::check_after(session.workspace.clone(), before).await;
+        if let Some(n) = c.note("the server") {
+            out.warnings.extend(n.lines().map(str::to_string));
         }
+        quarantined = c.done.clone();
+        *running.nested_git.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.after);
     }
 
     let end = match &result {

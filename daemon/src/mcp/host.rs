@@ -316,10 +316,7 @@ impl McpHost {
         let nested_git = if profile == Profile::SafeRead {
             None
         } else {
-            let ws = session.workspace.clone();
-            tokio::task::spawn_blocking(move || crate::session::nested_git::scan(&ws))
-                .await
-                .ok()
+            Some(crate::session::nested_git::baseline(session.workspace.clone()).await)
         };
         let mut argv = vec![command.clone()];
         argv.extend(cfg.args.iter().cloned());

@@ -275,35 +275,20 @@ impl SessionManager {
         {
             super::approve::ExecGate::Run { approval_id } => approval_id,
             super::approve::ExecGate::Refuse(exit) => {
-                if let Some(k) = &call {
-                    self.journal_finish(
-                        k,
-                        false,
-                        &serde_json::json!({"refused": exit.refusal}),
-                        None,
-                    )?;
-                }
-                let _ = tx.send(ExecEvent::Exit(exit)).await;
-                return Ok(());
+                return self.end_refused(call.as_ref(), exit, false, &tx).await;
             }
             super::approve::ExecGate::Unanswered(exit) => {
                 // Nobody answered before the caller went away: nothing ran
                 // and nothing was decided, so the call stays planned.
-                if let Some(k) = &call {
-                    self.journal_unanswered(k, &serde_json::json!({"refused": exit.refusal}))?;
-                }
-                let _ = tx.send(ExecEvent::Exit(exit)).await;
-                return Ok(());
+                return self.end_refused(call.as_ref(), exit, true, &tx).await;
             }
         };
 
         // Nested git repositories' hooks and config, fingerprinted before
         // the command (alongside the pre-checkpoint's walk) so that what it
         // plants there is quarantined after it.
-        let nested_scan = (profile != Profile::SafeRead).then(|| {
-            let ws = session.workspace.clone();
-            tokio::task::spawn_blocking(move || super::nested_git::scan(&ws))
-        });
+        let nested_scan = (profile != Profile::SafeRead)
+            .then(|| tokio::spawn(super::nested_git::baseline(session.workspace.clone())));
         // 3. Checkpoint (pre) of the workspace. A step whose pre-checkpoint
         // fails never runs (fail closed: full disk, unreadable workspace).
         let args_json = serde_json::json!({"command": p.command, "cwd": p.cwd}).to_string();
@@ -330,16 +315,7 @@ impl SessionManager {
                     approval_request_id: approval_id,
                     ..Default::default()
                 };
-                if let Some(k) = &call {
-                    self.journal_finish(
-                        k,
-                        false,
-                        &serde_json::json!({"refused": exit.refusal}),
-                        None,
-                    )?;
-                }
-                let _ = tx.send(ExecEvent::Exit(exit)).await;
-                return Ok(());
+                return self.end_refused(call.as_ref(), exit, false, &tx).await;
             }
         };
         if let Some(cp) = &pre {
@@ -382,7 +358,9 @@ impl SessionManager {
             )
         };
         let nested_before = match nested_scan {
-            Some(t) => t.await.ok(),
+            // `baseline` never panics; a lost task is an empty baseline
+            // (fail closed, as in `baseline`).
+            Some(t) => Some(t.await.unwrap_or_default()),
             None => None,
         };
         let result = self
@@ -472,6 +450,28 @@ impl SessionManager {
         summary.pre_checkpoint_id = pre.map(|c| c.id);
         summary.post_checkpoint_id = post.map(|c| c.id);
         let _ = tx.send(ExecEvent::Exit(summary)).await;
+        Ok(())
+    }
+
+    /// Ends a call refused before anything ran: the journal records it
+    /// `failed` (or leaves it `planned` when only an approval went
+    /// unanswered), then the Exit event goes out.
+    async fn end_refused(
+        &self,
+        call: Option<&CallKey>,
+        exit: ExitSummary,
+        unanswered: bool,
+        tx: &mpsc::Sender<ExecEvent>,
+    ) -> Result<(), SessionError> {
+        if let Some(k) = call {
+            let result = serde_json::json!({"refused": exit.refusal});
+            if unanswered {
+                self.journal_unanswered(k, &result)?;
+            } else {
+                self.journal_finish(k, false, &result, None)?;
+            }
+        }
+        let _ = tx.send(ExecEvent::Exit(exit)).await;
         Ok(())
     }
 
@@ -628,11 +628,7 @@ impl SessionManager {
         session: &Session,
         before: super::nested_git::Scan,
     ) -> (Vec<String>, Option<String>) {
-        let ws = session.workspace.clone();
-        let r = tokio::task::spawn_blocking(move || super::nested_git::check(&ws, &before)).await;
-        let Ok(c) = r else {
-            return (Vec::new(), None);
-        };
+        let c = super::nested_git::check_after(session.workspace.clone(), before).await;
         let note = c.note("the command").map(|n| {
             n.lines()
                 .map(|l| format!("\n[warden: {l}]\n"))

@@ -328,6 +328,40 @@ impl Checked {
     }
 }
 
+/// [`scan`] on a blocking thread: the baseline before a writer. A scan that
+/// cannot finish (its task panicked) gives an empty baseline, so every
+/// non-inert control path found after the writer counts as new and is
+/// quarantined (fail closed).
+pub async fn baseline(root: PathBuf) -> Scan {
+    match tokio::task::spawn_blocking(move || scan(&root)).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("nested-git baseline scan failed ({e}): every nested git control path found after the writer is treated as new");
+            Scan::default()
+        }
+    }
+}
+
+/// [`check`] on a blocking thread. A check that cannot finish is reported
+/// as a failure (a warning to the caller), never as "nothing found".
+pub async fn check_after(root: PathBuf, before: Scan) -> Checked {
+    let fallback = before.clone();
+    match tokio::task::spawn_blocking(move || check(&root, &before)).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("nested-git check failed: {e}");
+            Checked {
+                after: fallback,
+                failed: vec![(
+                    "nested git repositories".into(),
+                    format!("the check after the writer failed: {e}"),
+                )],
+                ..Default::default()
+            }
+        }
+    }
+}
+
 /// Scans `root` again after a writer ran and quarantines what it created or
 /// changed since `before` ([`quarantine`]); logs what it did. Blocking (a
 /// walk of the workspace): call it on a blocking thread.
