@@ -209,6 +209,10 @@ struct Inner {
     /// The head the next append chains onto. Kept in memory so a tail cut
     /// off while the daemon runs still leaves a gap.
     head: Mutex<Head>,
+    /// The seq of the newest head written to the head file (updated under
+    /// the `head` lock), so a late [`AuditLog::sync`] never writes an older
+    /// head over a newer one.
+    file_seq: std::sync::atomic::AtomicU64,
     startup: VerifyReport,
 }
 
@@ -343,7 +347,30 @@ fn read_head(path: &Path) -> Result<Option<Head>, AuditError> {
 /// has two slots and seq N goes to slot N % 2, so a write torn by a crash
 /// leaves the other slot (the previous head) intact (pwrite(2),
 /// fdatasync(2)). A new file's directory entry is synced too.
-fn write_head(path: &Path, head: &Head) -> Result<(), AuditError> {
+/// How far an append waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sync {
+    /// Commit fsynced, head file written and synced.
+    Full,
+    /// Commit fsynced, head file written (synced later).
+    Commit,
+    /// Neither: durable with the next sync.
+    Deferred,
+}
+
+/// The error of a deferred append: the caller's own, or SQLite's.
+enum Deferred<E> {
+    Inner(E),
+    Sql(rusqlite::Error),
+}
+
+impl<E> From<rusqlite::Error> for Deferred<E> {
+    fn from(e: rusqlite::Error) -> Self {
+        Deferred::Sql(e)
+    }
+}
+
+fn write_head(path: &Path, head: &Head, sync: bool) -> Result<(), AuditError> {
     use std::os::unix::fs::FileExt;
     let err = |source| AuditError::HeadFile {
         path: path.to_path_buf(),
@@ -358,7 +385,9 @@ fn write_head(path: &Path, head: &Head) -> Result<(), AuditError> {
         .map_err(err)?;
     f.write_all_at(&encode_slot(head), (head.seq % 2) * HEAD_SLOT as u64)
         .map_err(err)?;
-    f.sync_data().map_err(err)?;
+    if sync || !existed {
+        f.sync_data().map_err(err)?;
+    }
     if !existed {
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::File::open(dir)
@@ -410,13 +439,14 @@ impl AuditLog {
                 unanchored = report.unanchored,
                 "audit head file was behind the database; updating it"
             );
-            write_head(&head_path, &head)?;
+            write_head(&head_path, &head, true)?;
         }
         let log = AuditLog {
             inner: Arc::new(Inner {
                 db,
                 head_path,
                 head: Mutex::new(head),
+                file_seq: std::sync::atomic::AtomicU64::new(0),
                 startup: report.clone(),
             }),
         };
@@ -482,6 +512,76 @@ impl AuditLog {
     where
         E: From<AuditError>,
     {
+        self.append_inner(rec, change, Sync::Full)
+    }
+
+    /// Appends one record whose durability point is a later durable append
+    /// of the same call (a `classify` before the call's `exec_start`,
+    /// `deny`, `request`, ...): committed without an fsync
+    /// ([`crate::state::write_deferred`]) and without writing the head file.
+    /// It survives a crash of the daemon; after a power loss before the next
+    /// durable append it may be missing, never half-written, and the chain
+    /// stays intact (the head file names an earlier record: `verify` counts
+    /// the records after it as unanchored, not as a break).
+    pub fn append_deferred(&self, rec: NewRecord<'_>) -> Result<AuditRecord, AuditError> {
+        self.append_inner(rec, |_| Ok::<(), AuditError>(()), Sync::Deferred)
+            .map(|(_, r)| r)
+    }
+
+    /// Appends a record that must be on disk before an effect begins
+    /// (`exec_start`): the database commit is fsynced like
+    /// [`AuditLog::append`]'s; the head file is written but synced by the
+    /// call's closing [`AuditLog::sync`] (until then a power loss can leave
+    /// it naming an earlier record, which `verify` reports as unanchored
+    /// records, not a break).
+    pub fn append_before_effect(&self, rec: NewRecord<'_>) -> Result<AuditRecord, AuditError> {
+        self.append_inner(rec, |_| Ok::<(), AuditError>(()), Sync::Commit)
+            .map(|(_, r)| r)
+    }
+
+    /// Makes every record appended so far durable, head file included: one
+    /// fdatasync of the database's WAL (which holds every commit since the
+    /// last WAL checkpoint, and a checkpoint syncs what it copies; SQLite,
+    /// "Write-Ahead Logging"), then the head. For the end of a call whose
+    /// closing record was [`AuditLog::append_deferred`], once its answer is
+    /// on its way.
+    ///
+    /// Errors: [`AuditError::HeadFile`] when either cannot be synced.
+    pub fn sync(&self) -> Result<(), AuditError> {
+        use std::sync::atomic::Ordering;
+        // Only a head whose record is durable may reach the head file (one
+        // ahead of the database would read as a cut-off tail after a power
+        // loss): capture it, sync, then write it unless a newer one is there.
+        let target = self
+            .inner
+            .head
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.inner
+            .db
+            .sync_wal()
+            .map_err(|source| AuditError::HeadFile {
+                path: self.inner.db.path().to_path_buf(),
+                source,
+            })?;
+        let _g = self.inner.head.lock().unwrap_or_else(|p| p.into_inner());
+        if self.inner.file_seq.load(Ordering::SeqCst) < target.seq {
+            write_head(&self.inner.head_path, &target, true)?;
+            self.inner.file_seq.store(target.seq, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn append_inner<T, E>(
+        &self,
+        rec: NewRecord<'_>,
+        change: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, E>,
+        mode: Sync,
+    ) -> Result<(T, AuditRecord), E>
+    where
+        E: From<AuditError>,
+    {
         if !valid_action(rec.action) {
             return Err(AuditError::Field {
                 field: "action",
@@ -511,10 +611,8 @@ impl AuditLog {
             hash: String::new(),
         };
         record.hash = record.compute_hash();
-        let out = {
-            let mut conn = self.inner.db.lock();
-            let tx = conn.transaction().map_err(AuditError::from)?;
-            let out = change(&tx)?;
+        let insert = |tx: &rusqlite::Transaction<'_>| -> Result<T, E> {
+            let out = change(tx)?;
             tx.execute(
                 &format!("INSERT INTO audit_log ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
@@ -532,8 +630,22 @@ impl AuditLog {
                 ],
             )
             .map_err(AuditError::from)?;
-            tx.commit().map_err(AuditError::from)?;
-            out
+            Ok(out)
+        };
+        let out = {
+            let mut conn = self.inner.db.lock();
+            if mode != Sync::Deferred {
+                let tx = conn.transaction().map_err(AuditError::from)?;
+                let out = insert(&tx)?;
+                tx.commit().map_err(AuditError::from)?;
+                out
+            } else {
+                crate::state::write_deferred(&mut conn, |tx| insert(tx).map_err(Deferred::Inner))
+                    .map_err(|e| match e {
+                        Deferred::Inner(e) => e,
+                        Deferred::Sql(e) => AuditError::from(e).into(),
+                    })?
+            }
         };
         let new_head = Head {
             seq: record.seq,
@@ -543,7 +655,12 @@ impl AuditLog {
         // head file cannot be written (the next append repairs the file;
         // verify reports it behind meanwhile).
         *head = new_head.clone();
-        write_head(&self.inner.head_path, &new_head)?;
+        if mode != Sync::Deferred {
+            write_head(&self.inner.head_path, &new_head, mode == Sync::Full)?;
+            self.inner
+                .file_seq
+                .store(new_head.seq, std::sync::atomic::Ordering::SeqCst);
+        }
         Ok((out, record))
     }
 
@@ -842,6 +959,36 @@ mod tests {
         (dir, db, log)
     }
 
+    #[test]
+    fn deferred_records_are_unanchored_until_synced() {
+        let (dir, _db, log) = setup();
+        add(&log, 2);
+        let rec = |step: &'static str| NewRecord {
+            session_id: "s1",
+            run_id: "r1",
+            step_id: step,
+            actor: &Actor::Peer(1000),
+            action: actions::CLASSIFY,
+            detail: serde_json::json!({}),
+            layer: Layer::Policy,
+        };
+        log.append_deferred(rec("a")).unwrap();
+        log.append_before_effect(rec("b")).unwrap();
+        log.append_deferred(rec("c")).unwrap();
+        // The chain is whole; the head file names record 4 (the
+        // before-effect one), so one record is not anchored yet.
+        let r = log.verify().unwrap();
+        assert!(r.ok, "{r:?}");
+        assert_eq!((r.records, r.unanchored), (5, 1));
+        log.sync().unwrap();
+        let r = log.verify().unwrap();
+        assert_eq!((r.ok, r.unanchored), (true, 0));
+        // A reopened log reads the synced head.
+        let db = Db::open(dir.path()).unwrap();
+        let again = AuditLog::open(db, dir.path().join(HEAD_FILE)).unwrap();
+        assert_eq!(again.verify().unwrap().unanchored, 0);
+    }
+
     fn add(log: &AuditLog, n: usize) {
         for i in 0..n {
             log.append(NewRecord {
@@ -1076,6 +1223,7 @@ mod tests {
                 seq: 4,
                 hash: recs[3].hash.clone(),
             },
+            true,
         )
         .unwrap();
         assert!(log.verify().unwrap().ok, "self-consistent without anchors");
@@ -1125,10 +1273,10 @@ mod tests {
             seq,
             hash: blake3::hash(&[seq as u8]).to_hex().to_string(),
         };
-        write_head(&p, &h(1)).unwrap();
+        write_head(&p, &h(1), true).unwrap();
         assert_eq!(read_head(&p).unwrap(), Some(h(1)));
-        write_head(&p, &h(2)).unwrap();
-        write_head(&p, &h(3)).unwrap();
+        write_head(&p, &h(2), true).unwrap();
+        write_head(&p, &h(3), true).unwrap();
         assert_eq!(read_head(&p).unwrap(), Some(h(3)));
         // Tear the slot of seq 3: the previous head is what remains.
         let mut bytes = std::fs::read(&p).unwrap();

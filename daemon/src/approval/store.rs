@@ -472,7 +472,9 @@ impl Approvals {
         auto_approve: bool,
     ) -> Result<Gate, ApprovalError> {
         let c = &preview.classification;
-        self.audit.append(Self::record(
+        // Durable with the call's next durable record (`deny`, `request`,
+        // `consume`, `grant_use`, `exec_start`, `file_change`, ...).
+        self.audit.append_deferred(Self::record(
             ctx,
             ctx.actor,
             actions::CLASSIFY,

@@ -264,8 +264,8 @@ pub(crate) fn insert(conn: &mut Connection, n: &NewRecord) -> Result<i64> {
             .filter(|s| !s.is_empty()),
         None => None,
     };
-    let tx = conn.transaction()?;
-    tx.execute(
+    let write = |tx: &rusqlite::Transaction<'_>| -> Result<i64> {
+        tx.execute(
         "INSERT INTO checkpoints (id, workspace, session_id, run_id, step_id, tool_call_id, kind, tool, arguments_json, tier, decision, side_effects, compensation, result_json, base_id, changes_json, root_hash, entry_count, total_bytes, new_blob_bytes, not_stored_json, settings_json, history_ref, plan_json, approval_ids_json, input_tokens, output_tokens, cost_micros, run_state_json, audit_seq, audit_head, rollback_of, rollback_json, complete, created_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, 1, ?34)",
         params![
@@ -305,9 +305,22 @@ pub(crate) fn insert(conn: &mut Connection, n: &NewRecord) -> Result<i64> {
             crate::now_ms(),
         ],
     )?;
-    let seq = tx.last_insert_rowid();
-    tx.commit()?;
-    Ok(seq)
+        Ok(tx.last_insert_rowid())
+    };
+    // A step's pre/post checkpoint becomes durable with the step's next
+    // durable record (`exec_start` before the command, `exec_end`,
+    // `file_change`, `mcp_call_*` after it): its blobs are synced already,
+    // and losing the record to a power loss before then leaves the previous
+    // complete checkpoint, never a half one. A rollback's record is the end
+    // of its call: durable at once.
+    if n.kind == CheckpointKind::Rollback {
+        let tx = conn.transaction()?;
+        let seq = write(&tx)?;
+        tx.commit()?;
+        Ok(seq)
+    } else {
+        crate::state::write_deferred(conn, write)
+    }
 }
 
 /// JSON text of plain data (cannot fail for these types; "null" otherwise).

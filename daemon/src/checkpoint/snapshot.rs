@@ -505,10 +505,15 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
         }),
         cv: Condvar::new(),
     };
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 8);
+    // available_parallelism reads the cgroup's CPU quota files on every
+    // call: once per daemon is enough.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8)
+    });
     let results: Vec<Result<Local>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|_| s.spawn(|| walker.worker(&root)))

@@ -570,6 +570,10 @@ pub(crate) fn words(name: &[u8]) -> Vec<String> {
 
 /// Classifies a name (`DB_PASSWORD`, `asanaToken`, `X-Api-Key`).
 pub(crate) fn classify_key(name: &[u8]) -> KeyClass {
+    // `PWD=/path` in `env` output is the shell's working directory.
+    if super::known::is_shell_path_var(name) {
+        return KeyClass::None;
+    }
     let mut ws = words(name);
     while ws
         .last()
@@ -1488,6 +1492,12 @@ mod tests {
         assert_eq!(classify_key(b"public_key"), KeyClass::None);
         assert_eq!(classify_key(b"aws_access_key_id"), KeyClass::None);
         assert_eq!(classify_key(b"bypass"), KeyClass::None);
+        // The shell's working directory (`env` output), not a password;
+        // a password named pwd still is one.
+        assert_eq!(classify_key(b"PWD"), KeyClass::None);
+        assert_eq!(classify_key(b"OLDPWD"), KeyClass::None);
+        assert_eq!(classify_key(b"DB_PWD"), KeyClass::Strong);
+        assert_eq!(classify_key(b"Pwd"), KeyClass::Strong);
     }
 
     #[test]

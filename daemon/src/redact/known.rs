@@ -117,7 +117,7 @@ pub(crate) fn from_vars(
 /// The shell's working-directory variables (`PWD`, `OLDPWD`, POSIX
 /// sh(1) "Shell Variables"): their values are paths, not passwords, though
 /// `pwd` is a password's name in connection strings (`Pwd=...`).
-fn is_shell_path_var(name: &[u8]) -> bool {
+pub(crate) fn is_shell_path_var(name: &[u8]) -> bool {
     matches!(name, b"PWD" | b"OLDPWD")
 }
 

@@ -217,7 +217,8 @@ impl SessionManager {
     }
 
     /// Records `exec_start` (durably: the command must not start when this
-    /// fails) or `exec_end` (exit code, signal, duration, or the error).
+    /// fails) or `exec_end` (exit code, signal, duration, or the error;
+    /// durable with the call's closing sync).
     pub(super) fn audit_exec(
         &self,
         peer: Peer,
@@ -233,17 +234,24 @@ impl SessionManager {
                 *cmd = serde_json::Value::String(redactor.redact(s).0);
             }
         }
-        self.audit()
-            .append(NewRecord {
-                session_id: &p.session_id,
-                run_id: &p.run_id,
-                step_id: &p.step_id,
-                actor: &actor,
-                action,
-                detail,
-                layer: Layer::Daemon,
-            })
-            .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
+        let rec = NewRecord {
+            session_id: &p.session_id,
+            run_id: &p.run_id,
+            step_id: &p.step_id,
+            actor: &actor,
+            action,
+            detail,
+            layer: Layer::Daemon,
+        };
+        // `exec_start` is on disk before the command starts; `exec_end` is
+        // committed before the Exit event and synced right after it
+        // ([`SessionManager::exec`] calls `AuditLog::sync`).
+        if action == crate::approval::actions::EXEC_END {
+            self.audit().append_deferred(rec)
+        } else {
+            self.audit().append_before_effect(rec)
+        }
+        .map_err(|e| SessionError::Internal(format!("audit log: {e}")))
     }
 
     /// Replaces the default policy and records `policy_reload`.

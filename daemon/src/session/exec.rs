@@ -153,6 +153,146 @@ pub fn validate(p: &ExecParams) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// Bash builtins and reserved words (bash(1), "SHELL BUILTIN COMMANDS",
+/// "RESERVED WORDS") other than `true` and `false`: a command naming one
+/// keeps running through bash, where it means the builtin.
+const SHELL_WORDS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "fc",
+    "fg",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "times",
+    "trap",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+    "if",
+    "then",
+    "else",
+    "elif",
+    "fi",
+    "case",
+    "esac",
+    "for",
+    "select",
+    "while",
+    "until",
+    "do",
+    "done",
+    "in",
+    "function",
+    "time",
+    "coproc",
+];
+
+/// The argv and environment to run `command` without a shell, when it is a
+/// lone simple command of plain words: only ASCII letters, digits and
+/// `_ . / , : = + @ % -`, separated by spaces or tabs (nothing bash would
+/// expand, quote, redirect or split differently), a first word that is not
+/// an assignment, builtin or reserved word, and a program found as an
+/// executable regular file on the `PATH` of `env` (or given as a path).
+/// The environment gets what `bash -c` would add for such a command:
+/// `PWD`, `SHLVL=0` and `_` (the program's path).
+pub(crate) fn direct_command(
+    command: &str,
+    env: &[(String, String)],
+    cwd: &Path,
+) -> Option<(Vec<String>, Vec<(String, String)>)> {
+    fn plain(b: u8) -> bool {
+        b.is_ascii_alphanumeric() || b"_./,:=+@%-".contains(&b)
+    }
+    if !command.bytes().all(|b| plain(b) || b == b' ' || b == b'\t') {
+        return None;
+    }
+    let argv: Vec<String> = command
+        .split([' ', '\t'])
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    let a0 = argv.first()?;
+    if a0.contains('=') || SHELL_WORDS.contains(&a0.as_str()) {
+        return None;
+    }
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    let program = if a0.contains('/') {
+        let p = cwd.join(a0);
+        executable(&p).then_some(p)?
+    } else {
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())?;
+        path.split(':')
+            .filter(|d| d.starts_with('/'))
+            .map(|d| Path::new(d).join(a0))
+            .find(|p| executable(p))?
+    };
+    let mut env: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k != "PWD" && k != "SHLVL" && k != "_")
+        .cloned()
+        .collect();
+    env.push(("PWD".into(), cwd.to_string_lossy().into_owned()));
+    env.push(("SHLVL".into(), "0".into()));
+    env.push(("_".into(), program.to_string_lossy().into_owned()));
+    Some((argv, env))
+}
+
 fn relative_cwd(cwd: &str) -> Result<PathBuf, SessionError> {
     if cwd.contains('\0') {
         return Err(SessionError::InvalidArgument(
@@ -207,6 +347,7 @@ impl SessionManager {
         p: ExecParams,
         tx: mpsc::Sender<ExecEvent>,
     ) -> Result<(), SessionError> {
+        let mut ph = super::phases::Phases::start();
         validate(&p)?;
         let session = self.open_session_for(&p.session_id, peer)?;
         let cwd_rel = relative_cwd(&p.cwd)?;
@@ -230,6 +371,7 @@ impl SessionManager {
         };
         let classification = session.policy.classify(&p.command, &ctx);
         let profile = Profile::for_tier(classification.tier).unwrap_or(Profile::Write);
+        ph.mark("classify");
         // The step journal: `planned` before anything runs; a tool call id
         // already journaled in this run is refused (never executed twice).
         // The guard keeps the call in flight until this function returns
@@ -254,6 +396,7 @@ impl SessionManager {
             }
             None => None,
         };
+        ph.mark("journal_plan");
         let _ = tx
             .send(ExecEvent::Decision {
                 classification: classification.clone(),
@@ -284,6 +427,7 @@ impl SessionManager {
             }
         };
 
+        ph.mark("gate");
         // Nested git repositories' hooks and config, fingerprinted before
         // the command (alongside the pre-checkpoint's walk) so that what it
         // plants there is quarantined after it.
@@ -318,6 +462,7 @@ impl SessionManager {
                 return self.end_refused(call.as_ref(), exit, false, &tx).await;
             }
         };
+        ph.mark("pre_checkpoint");
         if let Some(cp) = &pre {
             let _ = tx
                 .send(ExecEvent::Checkpoint {
@@ -363,9 +508,11 @@ impl SessionManager {
             Some(t) => Some(t.await.unwrap_or_default()),
             None => None,
         };
+        ph.mark("exec_start");
         let result = self
             .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
             .await;
+        ph.mark("run");
         // 5. Checkpoint (post): the step's change set. A safe-read command ran
         // on a read-only workspace and needs none.
         let post = match (&pre, profile) {
@@ -404,7 +551,9 @@ impl SessionManager {
             }),
             Err(e) => serde_json::json!({"error": e.to_string()}),
         };
+        ph.mark("post");
         let end = self.audit_exec(peer, &session, &p, crate::approval::actions::EXEC_END, end);
+        ph.mark("exec_end");
         let removed = remove_created(&session.workspace, &absent);
         if !removed.is_empty() {
             tracing::warn!(session = %session.id, ?removed, "removed protected paths the command created");
@@ -450,7 +599,23 @@ impl SessionManager {
         summary.pre_checkpoint_id = pre.map(|c| c.id);
         summary.post_checkpoint_id = post.map(|c| c.id);
         let _ = tx.send(ExecEvent::Exit(summary)).await;
+        // The answer is on its way: now make `exec_end` (and whatever else
+        // this call committed without waiting) durable, off the caller's
+        // path.
+        self.sync_audit_later();
         Ok(())
+    }
+
+    /// Syncs the audit log (WAL and head file) on a blocking thread; a
+    /// failure is logged (the records are committed; only their durability
+    /// against a power loss is in question).
+    pub(crate) fn sync_audit_later(&self) {
+        let audit = self.audit().clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = audit.sync() {
+                tracing::error!(error = %e, "syncing the audit log");
+            }
+        });
     }
 
     /// Ends a call refused before anything ran: the journal records it
@@ -507,7 +672,36 @@ impl SessionManager {
             cache_dir,
         };
         let started = Instant::now();
-        let mut child = match self.spawner().spawn(req, out_w, err_w).await {
+        // A plain `program arg...` runs without the shell in between, as
+        // bash itself would run it (`bash -c` execs a lone simple command);
+        // when the program cannot be started that way the command runs
+        // through bash after all, which reports it as bash does.
+        let direct = direct_command(command, &req.env, &req.cwd);
+        let spawned = match direct {
+            Some((argv, env)) => {
+                let dup = |f: &OwnedFd| {
+                    f.try_clone()
+                        .map_err(|e| SessionError::Internal(format!("dup: {e}")))
+                };
+                let (out2, err2) = (dup(&out_w)?, dup(&err_w)?);
+                let mut d = req.clone();
+                d.argv = argv;
+                d.env = env;
+                match self.spawner().spawn(d, out2, err2).await {
+                    Err(SandboxError::Setup { stage, .. }) if stage == "execve" => {
+                        self.spawner().spawn(req, out_w, err_w).await
+                    }
+                    // The command holds its own copies: the readers see
+                    // EOF when it ends.
+                    r => {
+                        drop((out_w, err_w));
+                        r
+                    }
+                }
+            }
+            None => self.spawner().spawn(req, out_w, err_w).await,
+        };
+        let mut child = match spawned {
             Ok(c) => c,
             // The sandbox cannot give what the policy asks (full Landlock,
             // cgroup limits, an idmappable workspace): refused, never run
@@ -895,6 +1089,41 @@ async fn drain(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_plain_simple_commands_run_without_a_shell() {
+        let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        let cwd = Path::new("/tmp");
+        let (argv, env2) = direct_command("ls  -la\t/tmp", &env, cwd).unwrap();
+        assert_eq!(argv, ["ls", "-la", "/tmp"]);
+        assert!(env2.contains(&("PWD".into(), "/tmp".into())));
+        assert!(env2.contains(&("SHLVL".into(), "0".into())));
+        assert!(env2.iter().any(|(k, v)| k == "_" && v.ends_with("/ls")));
+        assert!(direct_command("true", &env, cwd).is_some());
+        for shell in [
+            "echo hi",           // builtin
+            "cd /",              // builtin
+            "ls *",              // glob
+            "ls ~",              // tilde
+            "ls $HOME",          // expansion
+            "ls 'a b'",          // quoting
+            "ls a\\ b",          // escape
+            "ls > x",            // redirection
+            "ls; id",            // list
+            "ls | cat",          // pipe
+            "ls && id",          // and-list
+            "X=1 ls",            // assignment
+            "ls {a,b}",          // brace expansion
+            "ls #c",             // comment
+            "ls\nid",            // newline
+            "(ls)",              // subshell
+            "time ls",           // reserved word
+            "no-such-program-x", // not on PATH: bash reports it
+            "ls `id`",           // command substitution
+        ] {
+            assert!(direct_command(shell, &env, cwd).is_none(), "{shell}");
+        }
+    }
+
     use super::*;
 
     fn params(cmd: &str) -> ExecParams {

@@ -10,6 +10,7 @@ mod checkpoints;
 pub mod exec;
 pub mod journal;
 pub mod nested_git;
+mod phases;
 pub mod resume;
 
 pub use approve::{FileGateRefusal, FileToolCall};
@@ -264,19 +265,24 @@ impl SessionManager {
             closed_at_ms: 0,
         };
         let labels_json = serde_json::to_string(&session.labels).unwrap_or_else(|_| "{}".into());
-        self.db.lock().execute(
-            "INSERT INTO sessions (id, workspace, policy_name, policy_hash, policy_toml, state, peer_uid, labels_json, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8)",
-            params![
-                session.id,
-                session.workspace.to_string_lossy(),
-                session.policy.name,
-                session.policy.hash,
-                session.policy.source,
-                session.peer_uid,
-                labels_json,
-                session.created_at_ms
-            ],
-        )?;
+        // Durable with the session's first durable record (nothing of it
+        // needs the disk before then: a session lost to a power loss had
+        // no effect yet).
+        crate::state::write_deferred(&mut self.db.lock(), |tx| {
+            tx.execute(
+                "INSERT INTO sessions (id, workspace, policy_name, policy_hash, policy_toml, state, peer_uid, labels_json, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8)",
+                params![
+                    session.id,
+                    session.workspace.to_string_lossy(),
+                    session.policy.name,
+                    session.policy.hash,
+                    session.policy.source,
+                    session.peer_uid,
+                    labels_json,
+                    session.created_at_ms
+                ],
+            )
+        })?;
         tracing::info!(session = %session.id, workspace = %session.workspace.display(), policy = %session.policy.name, "session created");
         Ok(session)
     }
@@ -364,10 +370,15 @@ impl SessionManager {
         let s = self.get_session(id)?;
         check_owner(&s, peer)?;
         if s.is_open() {
-            self.db.lock().execute(
-                "UPDATE sessions SET state = 'closed', closed_at_ms = ?2 WHERE id = ?1 AND state = 'open'",
-                params![id, crate::now_ms()],
-            )?;
+            // Not fsynced: a close lost to a power loss leaves the session
+            // open (its grants and pending requests end below regardless,
+            // and a later close is idempotent).
+            crate::state::write_deferred(&mut self.db.lock(), |tx| {
+                tx.execute(
+                    "UPDATE sessions SET state = 'closed', closed_at_ms = ?2 WHERE id = ?1 AND state = 'open'",
+                    params![id, crate::now_ms()],
+                )
+            })?;
         }
         // Pending requests expire and grants end with the session.
         self.approvals.end_session(id)?;

@@ -173,11 +173,110 @@ impl Db {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Makes every commit so far durable, whatever `synchronous` it was made
+    /// with: fdatasync(2) of the write-ahead log (`<db>-wal`), which holds
+    /// every commit since the last WAL checkpoint (a checkpoint syncs the
+    /// WAL before copying it into the database file and the database file
+    /// after; SQLite, "Write-Ahead Logging"). Does not lock the connection.
+    /// An in-memory database has nothing to sync.
+    ///
+    /// Errors: the WAL file cannot be opened or synced.
+    pub fn sync_wal(&self) -> std::io::Result<()> {
+        if self.path == Path::new(":memory:") {
+            return Ok(());
+        }
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        match std::fs::File::open(&wal) {
+            Ok(f) => f.sync_data(),
+            // No WAL yet (or checkpointed away at close): nothing pending.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Runs `f` in one transaction on `conn` and commits it without waiting for
+/// the disk: `synchronous=NORMAL` for this commit only, `FULL` again after
+/// (SQLite, "PRAGMA synchronous": in WAL mode, NORMAL commits are not
+/// fsynced). Such a commit survives a crash of the daemon (it is in the WAL
+/// in the page cache) and becomes durable against power loss with the next
+/// `FULL` commit, which fsyncs the WAL and with it every earlier frame (or a
+/// WAL checkpoint, which syncs before copying).
+///
+/// For writes whose durability point is a later commit of the same call (a
+/// classification before `exec_start`, a pre-checkpoint before the command
+/// starts) or that need none (closing a session). Everything that must be on
+/// disk before an effect begins commits with `FULL` (the default).
+///
+/// Errors: whatever `f` or the commit returns; nothing is committed then.
+pub fn write_deferred<T, E>(
+    conn: &mut Connection,
+    f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<rusqlite::Error>,
+{
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let out = (|| {
+        let tx = conn.transaction()?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    })();
+    // Every other commit stays FULL. Failing to restore it would make later
+    // durable commits silently weaker: retry once, then refuse the write.
+    if let Err(e) = conn
+        .pragma_update(None, "synchronous", "FULL")
+        .or_else(|_| conn.pragma_update(None, "synchronous", "FULL"))
+    {
+        tracing::error!(error = %e, "could not restore synchronous=FULL");
+        return Err(e.into());
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deferred_writes_commit_and_leave_full_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let mut conn = db.lock();
+        write_deferred(&mut conn, |tx| {
+            tx.execute(
+                "INSERT INTO schema_migrations (module, version, applied_at_ms) VALUES ('t', 1, 0)",
+                [],
+            )
+        })
+        .unwrap();
+        // A failing write commits nothing.
+        let r: Result<(), rusqlite::Error> = write_deferred(&mut conn, |tx| {
+            tx.execute(
+                "INSERT INTO schema_migrations (module, version, applied_at_ms) VALUES ('t', 2, 0)",
+                [],
+            )?;
+            tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+            Ok(())
+        });
+        assert!(r.is_err());
+        let n: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM schema_migrations WHERE module = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        // 2 = FULL: later commits are durable again.
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 2);
+    }
 
     #[test]
     fn migrations_apply_once() {
