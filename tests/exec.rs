@@ -894,3 +894,220 @@ fn a_token_split_by_a_pause_is_still_redacted() {
         );
     }
 }
+
+/// The `--json` lines of a CLI run.
+fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// `warden exec` without `--session` is one Exec call in a one-shot session
+/// the daemon opens (first event) and closes before the stream ends: the
+/// session is listed closed, its checkpoints are listed, and rollback to its
+/// pre-checkpoint undoes the command.
+#[test]
+fn one_shot_exec_leaves_a_closed_session_that_rolls_back() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let wsp = ws.path().to_str().unwrap();
+    let out = d.run(&[
+        "exec",
+        "--json",
+        "--yes",
+        "--workspace",
+        wsp,
+        "--",
+        "echo hi > made.txt",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("made.txt")).unwrap(),
+        "hi\n"
+    );
+    let evs = json_lines(&out);
+    assert_eq!(evs[0]["event"], "session", "{evs:?}");
+    let sid = evs[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        evs[0]["workspace"],
+        std::fs::canonicalize(ws.path()).unwrap().to_str().unwrap()
+    );
+    let exit = evs.iter().find(|e| e["event"] == "exit").expect("exit");
+    let pre = exit["pre_checkpoint_id"].as_str().unwrap().to_string();
+    assert!(!pre.is_empty(), "{exit}");
+
+    // Closed by the time the CLI exited: not among the open sessions, listed
+    // closed with --all.
+    let open = d.run(&["session", "list"]);
+    assert!(!String::from_utf8_lossy(&open.stdout).contains(&sid));
+    let all = d.run(&["session", "list", "--all", "--json"]);
+    let row = json_lines(&all)
+        .into_iter()
+        .find(|v| v["id"] == sid.as_str())
+        .expect("the one-shot session with --all");
+    assert_eq!(row["state"], "closed", "{row}");
+
+    // Its checkpoints are listed without --session, and rollback works.
+    let list = d.run(&["checkpoint", "list", "--json"]);
+    let kinds: Vec<String> = json_lines(&list)
+        .iter()
+        .filter(|c| c["session_id"] == sid.as_str())
+        .map(|c| c["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["post", "pre"],
+        "{}",
+        String::from_utf8_lossy(&list.stdout)
+    );
+    let out = d.run(&["rollback", &pre, "--files"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!ws.path().join("made.txt").exists());
+}
+
+/// A one-shot Exec refuses bad input with the status CreateSession gives
+/// (INVALID_ARGUMENT naming the field), before any session exists.
+#[test]
+fn one_shot_exec_rejects_bad_input_without_opening_a_session() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let file = ws.path().join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let wsp = ws.path().to_str().unwrap().to_string();
+    rt().block_on(async {
+        let c = d.client().await;
+        let bad =
+            |session_id: &str, workspace: &str, policy_name: &str, command: &str| pb::ExecRequest {
+                session_id: session_id.into(),
+                workspace: workspace.into(),
+                policy_name: policy_name.into(),
+                policy_toml: if policy_name.is_empty() {
+                    String::new()
+                } else {
+                    "[tiers]\nwrite = \"allow\"\n".into()
+                },
+                command: command.into(),
+                approve: true,
+                ..Default::default()
+            };
+        let cases = [
+            (bad("", "relative/dir", "", "true"), "not an absolute path"),
+            (bad("", "/no/such/warden/dir", "", "true"), "does not exist"),
+            (
+                bad("", file.to_str().unwrap(), "", "true"),
+                "not a directory",
+            ),
+            (bad("", "", "", "true"), "session_id is required"),
+            (bad("", &wsp, "", "   "), "command is empty"),
+            (bad("some-session", &wsp, "", "true"), "leave them empty"),
+            (bad("some-session", "", "p", "true"), "leave them empty"),
+        ];
+        for (req, want) in cases {
+            let what = format!("{:?} {:?}", req.workspace, req.command);
+            let st = c.exec_client().exec(req).await.expect_err(&what);
+            assert_eq!(st.code(), tonic::Code::InvalidArgument, "{what}: {st:?}");
+            assert!(st.message().contains(want), "{what}: {}", st.message());
+        }
+        // A bad policy is refused as by CreateSession.
+        let mut broken = bad("", &wsp, "broken", "true");
+        broken.policy_toml = "[tiers\n".into();
+        let st = c.exec_client().exec(broken).await.expect_err("bad policy");
+        assert_eq!(st.code(), tonic::Code::InvalidArgument, "{st:?}");
+        // The client library refuses a one-shot request naming a session.
+        let err = c
+            .exec_one_shot(ws.path(), None, req("s", "true"))
+            .await
+            .expect_err("session_id set");
+        assert!(err.to_string().contains("session_id"), "{err}");
+        // None of these opened a session.
+        let all = c
+            .sessions()
+            .list_sessions(pb::ListSessionsRequest {
+                include_closed: true,
+                limit: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(all.sessions.is_empty(), "{:?}", all.sessions);
+    });
+}
+
+/// A one-shot call whose client goes away while it waits for an approval:
+/// the daemon closes the session (the request expires with it) and runs
+/// nothing.
+#[test]
+fn one_shot_session_closes_when_the_client_goes_away() {
+    use tokio_stream::StreamExt;
+    let d = Daemon::start();
+    let ws = workspace();
+    rt().block_on(async {
+        let c = d.client().await;
+        let mut r = req("", "touch late.txt");
+        r.approve = false;
+        let mut events = c
+            .exec_one_shot(ws.path(), Some("default"), r)
+            .await
+            .expect("one-shot exec");
+        let mut sid = None;
+        let mut request = None;
+        while let Some(ev) = events.next().await {
+            match ev.unwrap().event {
+                Some(pb::exec_event::Event::Session(s)) => {
+                    assert_eq!(s.state, pb::SessionState::Open as i32);
+                    sid = Some(s.id);
+                }
+                Some(pb::exec_event::Event::ApprovalRequired(a)) => {
+                    request = Some(a.id);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let sid = sid.expect("the session came first");
+        let request = request.expect("write asks under the default policy");
+        drop(events);
+        // The daemon sees the stream gone and closes the session; wait for
+        // that state (bounded), then check the request expired with it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = c
+                .sessions()
+                .get_session(pb::GetSessionRequest {
+                    session_id: sid.clone(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            if s.state == pb::SessionState::Closed as i32 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the one-shot session stayed open"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let a = c
+            .approvals()
+            .get_approval(pb::GetApprovalRequest {
+                request_id: request,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(a.state, pb::ApprovalState::Expired as i32, "{a:?}");
+        assert!(!ws.path().join("late.txt").exists());
+    });
+}

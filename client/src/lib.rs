@@ -292,6 +292,71 @@ impl Client {
         workspace: &Path,
         policy: Option<&str>,
     ) -> Result<pb::Session, ClientError> {
+        let t = SessionTarget::resolve(workspace, policy)?;
+        let s = self
+            .sessions()
+            .create_session(pb::CreateSessionRequest {
+                workspace: t.workspace,
+                policy_name: t.policy_name,
+                policy_toml: t.policy_toml,
+                labels: Default::default(),
+            })
+            .await?
+            .into_inner();
+        Ok(s)
+    }
+
+    /// Runs `req` (its `command`, timeout, `approve`, ...) in a one-shot
+    /// session on `workspace` with `policy`, resolved as in
+    /// [`Client::create_session`]: one Exec call, whose first event is the
+    /// session the daemon opened (`exec_event::Event::Session`); the daemon
+    /// closes it when the call ends, also when this stream is dropped early.
+    /// `req.session_id` must be empty.
+    ///
+    /// Errors: Usage (current dir unreadable, `session_id` set), Policy (the
+    /// policy cannot be resolved), Status (the daemon refused the request:
+    /// INVALID_ARGUMENT / PERMISSION_DENIED for a bad workspace, policy or
+    /// command, as CreateSession and Exec).
+    pub async fn exec_one_shot(
+        &self,
+        workspace: &Path,
+        policy: Option<&str>,
+        mut req: pb::ExecRequest,
+    ) -> Result<tonic::Streaming<pb::ExecEvent>, ClientError> {
+        if !req.session_id.is_empty() {
+            return Err(ClientError::Usage(
+                "a one-shot exec opens its own session: session_id must be empty".into(),
+            ));
+        }
+        let t = SessionTarget::resolve(workspace, policy)?;
+        req.workspace = t.workspace;
+        req.policy_name = t.policy_name;
+        req.policy_toml = t.policy_toml;
+        Ok(self.exec_client().exec(req).await?.into_inner())
+    }
+
+    /// Closes a session (idempotent).
+    pub async fn close_session(&self, id: &str) -> Result<(), ClientError> {
+        self.sessions()
+            .close_session(pb::CloseSessionRequest {
+                session_id: id.to_string(),
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// Where a session opens: the workspace made absolute against the current
+/// directory and the policy resolved on the client side (the daemon never
+/// opens policy files).
+struct SessionTarget {
+    workspace: String,
+    policy_name: String,
+    policy_toml: String,
+}
+
+impl SessionTarget {
+    fn resolve(workspace: &Path, policy: Option<&str>) -> Result<SessionTarget, ClientError> {
         let ws = if workspace.is_absolute() {
             workspace.to_path_buf()
         } else {
@@ -306,26 +371,10 @@ impl Client {
             }
             None => (String::new(), String::new()),
         };
-        let s = self
-            .sessions()
-            .create_session(pb::CreateSessionRequest {
-                workspace: ws.to_string_lossy().into_owned(),
-                policy_name,
-                policy_toml,
-                labels: Default::default(),
-            })
-            .await?
-            .into_inner();
-        Ok(s)
-    }
-
-    /// Closes a session (idempotent).
-    pub async fn close_session(&self, id: &str) -> Result<(), ClientError> {
-        self.sessions()
-            .close_session(pb::CloseSessionRequest {
-                session_id: id.to_string(),
-            })
-            .await?;
-        Ok(())
+        Ok(SessionTarget {
+            workspace: ws.to_string_lossy().into_owned(),
+            policy_name,
+            policy_toml,
+        })
     }
 }

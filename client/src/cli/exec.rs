@@ -15,6 +15,12 @@
 //! session open`, `warden approve ID` answers it from another terminal and
 //! repeating the same command with `--session SID` uses the grant; a
 //! one-shot session's request expires with it.
+//!
+//! Without `--session` this is one Exec call in a one-shot session that the
+//! daemon opens and closes (closed before the command's exit code is
+//! returned; listed by `warden session list --all`, its checkpoints by
+//! `warden checkpoint list`). With `--json` the first line is
+//! `{"event":"session","id":...}`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -66,12 +72,25 @@ pub async fn run(args: ExecArgs, global: &GlobalArgs) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let (session_id, one_shot) = match &args.session {
-        Some(id) => (id.clone(), false),
+    let req = pb::ExecRequest {
+        session_id: args.session.clone().unwrap_or_default(),
+        command,
+        timeout_ms: args.timeout.map(|s| s * 1000).unwrap_or(0),
+        approve: args.yes,
+        ..Default::default()
+    };
+    let events = match &args.session {
+        Some(_) => match client.exec_client().exec(req).await {
+            Ok(r) => r.into_inner(),
+            Err(s) => return super::status_exit(&s, EXIT_WARDEN),
+        },
+        // One call: the daemon opens the one-shot session, runs the command
+        // and closes the session before the stream ends. A refusal to open
+        // it (bad workspace or policy) is Warden's failure: 125.
         None => {
             let ws = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-            match client.create_session(&ws, args.policy.as_deref()).await {
-                Ok(s) => (s.id, true),
+            match client.exec_one_shot(&ws, args.policy.as_deref(), req).await {
+                Ok(events) => events,
                 Err(e) => {
                     say(e);
                     return EXIT_WARDEN;
@@ -79,32 +98,33 @@ pub async fn run(args: ExecArgs, global: &GlobalArgs) -> i32 {
             }
         }
     };
-    let code = stream(&client, &session_id, command, &args).await;
-    if one_shot {
-        let _ = client.close_session(&session_id).await;
+    let mut one_shot = None;
+    let (code, ended) = stream(&client, events, &args, &mut one_shot).await;
+    // Leaving before the daemon ended the call (approval refused here, an
+    // error): the daemon closes the one-shot session once it sees us gone;
+    // close it now so it is closed (its request expired) when we exit.
+    if let (Some(id), false) = (one_shot, ended) {
+        let _ = client.close_session(&id).await;
     }
     code
 }
 
-async fn stream(client: &crate::Client, session_id: &str, command: String, args: &ExecArgs) -> i32 {
-    let req = pb::ExecRequest {
-        session_id: session_id.to_string(),
-        command,
-        timeout_ms: args.timeout.map(|s| s * 1000).unwrap_or(0),
-        approve: args.yes,
-        ..Default::default()
-    };
-    let mut events = match client.exec_client().exec(req).await {
-        Ok(r) => r.into_inner(),
-        Err(s) => return super::status_exit(&s, EXIT_WARDEN),
-    };
+/// Reads the call's events to the end; returns the exit code and whether the
+/// daemon ended the stream (false: we left early). Sets `one_shot` to the
+/// session of a one-shot call.
+async fn stream(
+    client: &crate::Client,
+    mut events: tonic::Streaming<pb::ExecEvent>,
+    args: &ExecArgs,
+    one_shot: &mut Option<String>,
+) -> (i32, bool) {
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr();
     let mut exit: Option<pb::ExitEvent> = None;
     while let Some(ev) = events.next().await {
         let ev = match ev {
             Ok(ev) => ev,
-            Err(s) => return super::status_exit(&s, EXIT_WARDEN),
+            Err(s) => return (super::status_exit(&s, EXIT_WARDEN), false),
         };
         if args.json {
             if let Some(line) = event_json(&ev) {
@@ -122,11 +142,12 @@ async fn stream(client: &crate::Client, session_id: &str, command: String, args:
                 let _ = stderr.flush();
             }
             Some(Event::Exit(e)) => exit = Some(e),
+            Some(Event::Session(s)) => *one_shot = Some(s.id),
             Some(Event::ApprovalRequired(a)) => {
                 let existing = args.session.as_deref();
                 if let Err(code) = super::approve::on_approval_required(client, &a, existing).await
                 {
-                    return code;
+                    return (code, false);
                 }
             }
             _ => {}
@@ -134,9 +155,9 @@ async fn stream(client: &crate::Client, session_id: &str, command: String, args:
     }
     let Some(e) = exit else {
         say("the daemon ended the call without an exit status");
-        return EXIT_WARDEN;
+        return (EXIT_WARDEN, true);
     };
-    exit_code(&e)
+    (exit_code(&e), true)
 }
 
 /// Maps an exit event to the CLI's exit code (and says why on stderr).
@@ -215,6 +236,8 @@ pub fn event_json(ev: &pb::ExecEvent) -> Option<serde_json::Value> {
         Event::Checkpoint(c) => {
             json!({"event": "checkpoint", "id": c.checkpoint_id, "kind": c.kind, "root_hash": c.root_hash})
         }
+        Event::Session(s) => json!({"event": "session", "id": s.id, "workspace": s.workspace,
+            "policy": s.policy_name, "policy_hash": s.policy_hash}),
         Event::Exit(e) => {
             json!({"event": "exit", "code": e.code, "signal": e.signal, "duration_ms": e.duration_ms,
             "timed_out": e.timed_out, "refused": e.refused, "refusal": e.refusal,

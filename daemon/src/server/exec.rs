@@ -130,6 +130,28 @@ pub(crate) fn event_to_proto(e: ExecEvent) -> pb::ExecEvent {
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ExecEvent, Status>> + Send>>;
 
+/// The one-shot fields of an Exec request, checked against `session_id`:
+/// `Some((workspace, policy_name, policy_toml))` for a one-shot call, `None`
+/// for a call in an existing session.
+fn one_shot_fields(r: &pb::ExecRequest) -> Result<Option<(String, String, String)>, Status> {
+    let one_shot_set =
+        !r.workspace.is_empty() || !r.policy_name.is_empty() || !r.policy_toml.is_empty();
+    match (r.session_id.is_empty(), one_shot_set) {
+        (false, false) => Ok(None),
+        (false, true) => Err(Status::invalid_argument(
+            "workspace, policy_name and policy_toml open a one-shot session: leave them empty with session_id",
+        )),
+        (true, _) if r.workspace.is_empty() => Err(Status::invalid_argument(
+            "session_id is required (or workspace, for a one-shot session)",
+        )),
+        (true, _) => Ok(Some((
+            r.workspace.clone(),
+            r.policy_name.clone(),
+            r.policy_toml.clone(),
+        ))),
+    }
+}
+
 #[tonic::async_trait]
 impl Exec for ExecService {
     type ExecStream = EventStream;
@@ -141,7 +163,8 @@ impl Exec for ExecService {
         let peer = peer(&req)?;
         let parent = crate::telemetry::parent_from_metadata(req.metadata());
         let r = req.into_inner();
-        let params = ExecParams {
+        let one_shot = one_shot_fields(&r);
+        let mut params = ExecParams {
             session_id: r.session_id,
             command: r.command,
             timeout_ms: r.timeout_ms,
@@ -152,6 +175,31 @@ impl Exec for ExecService {
             tool_call_id: r.tool_call_id,
             output_limit_bytes: r.output_limit_bytes,
         };
+        // Schema errors (the request's own fields) are statuses, before any
+        // session is opened for a one-shot call.
+        let checked = one_shot.and_then(|o| {
+            self.mgr
+                .validate_exec(peer, &params)
+                .map(|_| o)
+                .map_err(status)
+        });
+        // A one-shot call's session: the same checks as CreateSession (a bad
+        // workspace or policy is a status), closed when the call ends.
+        let one_shot = match checked {
+            Ok(Some((ws, name, toml))) => {
+                let mgr = self.mgr.clone();
+                tokio::task::spawn_blocking(move || mgr.open_one_shot(&ws, &name, &toml, peer))
+                    .await
+                    .map_err(|e| Status::internal(e.to_string()))
+                    .and_then(|r| r.map_err(status))
+                    .map(Some)
+            }
+            Ok(None) => Ok(None),
+            Err(st) => Err(st),
+        };
+        if let Ok(Some(o)) = &one_shot {
+            params.session_id = o.session().id.clone();
+        }
         let mut span = super::traces::tool_span(
             &self.mgr,
             peer,
@@ -163,17 +211,26 @@ impl Exec for ExecService {
             parent,
         );
         span.set(crate::telemetry::names::COMMAND, params.command.as_str());
-        // Schema errors and unknown sessions are statuses, before the stream.
-        let checked = self.mgr.validate_exec(peer, &params).and_then(|_| {
-            self.mgr
-                .open_session_for(&params.session_id, peer)
-                .map(|_| ())
-        });
-        if let Err(e) = checked {
-            return span.done(Err(status(e)));
+        let one_shot = match one_shot {
+            Ok(o) => o,
+            Err(st) => return span.done(Err(st)),
+        };
+        // Unknown, foreign or closed sessions are statuses, before the stream.
+        if one_shot.is_none() {
+            if let Err(e) = self.mgr.open_session_for(&params.session_id, peer) {
+                return span.done(Err(status(e)));
+            }
         }
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ExecEvent, Status>>(64);
+        if let Some(o) = &one_shot {
+            // The first event of a one-shot call: its session (the channel
+            // is empty, so this cannot fail or wait).
+            let first = pb::ExecEvent {
+                event: Some(Event::Session(super::sessions::to_proto(o.session()))),
+            };
+            let _ = out_tx.try_send(Ok(first));
+        }
         let mgr = self.mgr.clone();
         tokio::spawn(async move {
             let run = mgr.exec(peer, params, tx);
@@ -209,7 +266,15 @@ impl Exec for ExecService {
             if !done {
                 let _ = run.await;
             }
+            // A one-shot session closes before the stream ends, so a client
+            // that saw the end finds it closed.
+            if let Some(o) = one_shot {
+                if let Err(e) = o.close() {
+                    tracing::error!(error = %e, "closing a one-shot session failed");
+                }
+            }
             span.finish();
+            drop(out_tx);
         });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(out_rx),

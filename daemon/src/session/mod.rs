@@ -386,6 +386,29 @@ impl SessionManager {
         self.get_session(id)
     }
 
+    /// Opens a session for one call (a one-shot `Exec`): created exactly as
+    /// [`SessionManager::create_session`] (same checks, the caller's
+    /// credentials, no labels), closed by [`OneShotSession::close`] or, if
+    /// the call is abandoned first (client gone, task dropped), when the
+    /// guard is dropped, so it never stays open behind its call.
+    ///
+    /// Errors: those of `create_session`.
+    pub fn open_one_shot(
+        self: &Arc<Self>,
+        workspace: &str,
+        policy_name: &str,
+        policy_toml: &str,
+        peer: Peer,
+    ) -> Result<OneShotSession, SessionError> {
+        let session =
+            self.create_session(workspace, policy_name, policy_toml, HashMap::new(), peer)?;
+        Ok(OneShotSession {
+            mgr: self.clone(),
+            session: Some(session),
+            peer,
+        })
+    }
+
     fn check_running(&self) -> Result<(), SessionError> {
         if self.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(SessionError::Unavailable("daemon is shutting down".into()));
@@ -428,6 +451,41 @@ impl SessionManager {
             k.kill();
         }
         tracing::info!(killed = running.len(), "shutdown: running commands killed");
+    }
+}
+
+/// A session opened for a single call by [`SessionManager::open_one_shot`];
+/// closed (pending approval requests expire, grants end) by
+/// [`OneShotSession::close`] or on drop.
+pub struct OneShotSession {
+    mgr: Arc<SessionManager>,
+    /// `None` once closed.
+    session: Option<Session>,
+    peer: Peer,
+}
+
+impl OneShotSession {
+    /// The session as created (state open).
+    pub fn session(&self) -> &Session {
+        self.session.as_ref().expect("open until closed")
+    }
+
+    /// Closes the session and returns it as stored (state closed).
+    ///
+    /// Errors: those of [`SessionManager::close_session`] (state database).
+    pub fn close(mut self) -> Result<Session, SessionError> {
+        let s = self.session.take().expect("open until closed");
+        self.mgr.close_session(&s.id, self.peer)
+    }
+}
+
+impl Drop for OneShotSession {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            if let Err(e) = self.mgr.close_session(&s.id, self.peer) {
+                tracing::error!(session = %s.id, error = %e, "closing a one-shot session failed");
+            }
+        }
     }
 }
 
