@@ -389,6 +389,51 @@ fn git_hooks_protected(h: &H) {
     assert!(p.join(".git/hooks").is_dir() && !p.join(".git2").exists());
 }
 
+/// The helper builds each next sandbox ahead of its command (a warm
+/// sandbox), while the host may change in between. A warm sandbox must only
+/// serve a command it was built for: the host swapping `.git/hooks` for a
+/// new directory (the old one stays protected, the new one would not) or
+/// creating `.envrc` after it was built must give a sandbox that protects
+/// them, and nothing of an earlier command's private `/tmp` or `/dev/shm`
+/// may reach a later one (state leaking between agent steps).
+fn warm_sandboxes_follow_host_changes(h: &H) {
+    let ws = h.workspace();
+    let p = ws.path();
+    std::fs::create_dir_all(p.join(".git/hooks")).unwrap();
+    // Built for this workspace and profile after this command ends (the
+    // pauses only make the warm path likely; the assertions hold either way).
+    let o = h.sh(
+        p,
+        Profile::Write,
+        "echo secret > /tmp/x; echo secret > /dev/shm/y; echo ok",
+    );
+    assert!(o.stdout.contains("ok"), "{} {}", o.stdout, o.stderr);
+    std::thread::sleep(Duration::from_millis(300));
+    let o = h.sh(p, Profile::Write, "cat /tmp/x /dev/shm/y 2>&1; echo done");
+    assert!(!o.stdout.contains("secret"), "{}", o.stdout);
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::rename(p.join(".git/hooks"), p.join(".git/hooks.old")).unwrap();
+    std::fs::create_dir(p.join(".git/hooks")).unwrap();
+    let o = h.sh(
+        p,
+        Profile::Write,
+        "echo evil > .git/hooks/pre-commit && echo LEAK; echo done",
+    );
+    assert!(!o.stdout.contains("LEAK"), "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("done"), "{}\n{}", o.stdout, o.stderr);
+    assert!(!p.join(".git/hooks/pre-commit").exists());
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(p.join(".envrc"), "export A=1\n").unwrap();
+    let o = h.sh(
+        p,
+        Profile::Write,
+        "echo evil > .envrc && echo LEAK; echo done",
+    );
+    assert!(!o.stdout.contains("LEAK"), "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("done"), "{}\n{}", o.stdout, o.stderr);
+    assert_marker(&p.join(".envrc"), "export A=1\n");
+}
+
 /// A protected path that crosses a symlink into the workspace fails closed
 /// (otherwise `.git -> real-git` would leave `real-git/hooks` writable).
 fn protected_path_through_symlink_fails_closed(h: &H) {
@@ -653,6 +698,10 @@ fn main() {
         ("syscall_escapes", syscall_escapes),
         ("socket_families", socket_families),
         ("git_hooks_protected", git_hooks_protected),
+        (
+            "warm_sandboxes_follow_host_changes",
+            warm_sandboxes_follow_host_changes,
+        ),
         (
             "protected_path_through_symlink_fails_closed",
             protected_path_through_symlink_fails_closed,

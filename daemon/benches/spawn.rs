@@ -5,11 +5,17 @@
 //!    --dev /dev --proc /proc --tmpfs /tmp --unshare-all --new-session
 //!    --die-with-parent true`);
 //! 3. the daemon's confined spawn of `/bin/true` ([`Spawner::spawn`], write
-//!    profile: every namespace, the full mount tree, Landlock, seccomp);
-//! 4. `warden exec -- true` against a warm `wardend` (when the `warden` CLI
-//!    binary is found: `$WARDEN_BIN`, or next to `wardend`).
+//!    profile: every namespace, the full mount tree, Landlock, seccomp), as
+//!    shipped: the helper builds each next sandbox ahead while idle (warm
+//!    sandboxes, docs/sandbox.md);
+//! 4. the same with warm sandboxes off (`WARDEN_SANDBOX_WARM=0`): every
+//!    sandbox built on request;
+//! 5. `warden exec -- true` against a running `wardend` (when the `warden`
+//!    CLI binary is found: `$WARDEN_BIN`, or next to `wardend`).
 //!
-//! Rounds interleave the variants so machine noise hits all alike. Prints
+//! Rounds interleave the variants so machine noise hits all alike, with a
+//! pause before each measurement so work a helper does in the background
+//! (building the next sandbox) never overlaps another variant's. Prints
 //! median / p10 / p90 in microseconds and the ratios against bubblewrap
 //! (targets: confined spawn <= 0.7x, `warden exec` <= 1.5x). A benchmark,
 //! not a test: it never fails on the numbers.
@@ -88,6 +94,11 @@ fn load() -> String {
 
 fn main() {
     let spawner = Spawner::start().expect("spawn helper");
+    // A second helper that builds every sandbox on request (the variable is
+    // read by the helper at its start).
+    std::env::set_var("WARDEN_SANDBOX_WARM", "0");
+    let cold_spawner = Spawner::start().expect("spawn helper");
+    std::env::remove_var("WARDEN_SANDBOX_WARM");
     let load_before = load();
     let rounds: usize = std::env::var("WARDEN_BENCH_ROUNDS")
         .ok()
@@ -103,7 +114,7 @@ fn main() {
     let ws = ws.canonicalize().unwrap();
     let path = std::env::var("PATH").unwrap_or_default();
 
-    let confined = |ws: &Path| {
+    let confined = |ws: &Path, spawner: &Spawner| {
         let req = SpawnRequest {
             argv: vec!["/bin/true".into()],
             env: vec![("PATH".into(), path.clone())],
@@ -172,21 +183,30 @@ fn main() {
     // Warm-up of the others.
     plain();
     bwrap(&ws);
-    confined(&ws);
+    confined(&ws, &spawner);
+    confined(&ws, &cold_spawner);
 
-    let mut s: [Vec<f64>; 4] = Default::default();
+    // Long enough for a helper to finish building its next sandbox.
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut s: [Vec<f64>; 5] = Default::default();
     for _ in 0..rounds {
+        settle();
         s[0].push(time(plain));
+        settle();
         s[1].push(time(|| bwrap(&ws)));
-        s[2].push(time(|| confined(&ws)));
+        settle();
+        s[2].push(time(|| confined(&ws, &spawner)));
+        settle();
+        s[3].push(time(|| confined(&ws, &cold_spawner)));
         if with_cli {
+            settle();
             let (c, d) = (cli.as_ref().unwrap(), daemon.as_ref().unwrap());
             let mut ok = true;
-            s[3].push(time(|| ok = exec(c, d, &ws)));
+            s[4].push(time(|| ok = exec(c, d, &ws)));
             if !ok {
                 eprintln!("warden exec failed; dropping that column");
                 with_cli = false;
-                s[3].clear();
+                s[4].clear();
             }
         }
     }
@@ -194,6 +214,7 @@ fn main() {
         "fork+exec /bin/true",
         "bwrap (issue flags)",
         "confined spawn",
+        "confined spawn, cold",
         "warden exec -- true",
     ];
     println!(
@@ -204,7 +225,7 @@ fn main() {
         "{:<22} {:>10} {:>10} {:>10}",
         "variant", "median", "p10", "p90"
     );
-    let mut med = [0.0; 4];
+    let mut med = [0.0; 5];
     for (i, v) in s.iter_mut().enumerate() {
         if v.is_empty() {
             continue;
@@ -218,10 +239,14 @@ fn main() {
         "confined spawn / bwrap = {:.2}x (target <= 0.70x)",
         med[2] / med[1]
     );
-    if med[3] > 0.0 {
+    println!(
+        "cold spawn / bwrap     = {:.2}x (warm sandboxes off)",
+        med[3] / med[1]
+    );
+    if med[4] > 0.0 {
         println!(
             "warden exec / bwrap    = {:.2}x (target <= 1.50x)",
-            med[3] / med[1]
+            med[4] / med[1]
         );
     }
     println!("confined spawn / fork+exec = {:.2}x", med[2] / med[0]);

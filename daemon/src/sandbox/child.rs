@@ -7,8 +7,10 @@
 //! success of the set-up as `L <enforcement>`; a successful `execve` closes
 //! the pipe (`O_CLOEXEC`).
 
+use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use seccompiler::BpfProgram;
 
@@ -24,8 +26,137 @@ pub(crate) struct ChildIo {
     pub exit_wr: OwnedFd,
     /// `None`: the command's stdin is `/dev/null`.
     pub stdin: Option<OwnedFd>,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    /// `None` only for a warm sandbox, which gets them with its command.
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+    /// A warm sandbox's end of its control socket (`SOCK_SEQPACKET`): the
+    /// init reports `R` once the sandbox is built, then waits for its
+    /// command ([`encode_command`]) with the stdio fds (`SCM_RIGHTS`).
+    pub ctl: Option<OwnedFd>,
+}
+
+/// Largest command message a warm sandbox takes, bytes (larger commands get
+/// a sandbox built for them).
+pub(crate) const WARM_MSG_MAX: usize = 64 * 1024;
+
+/// The command part of a plan for a warm sandbox: argv, env, executable
+/// candidates and cwd, each list as a `u32` count then per item a `u32`
+/// length and the bytes (native endian: both ends are this binary).
+pub(crate) fn encode_command(plan: &Plan) -> Vec<u8> {
+    let mut out = Vec::new();
+    let cwd = [plan.cwd.as_os_str().as_bytes()];
+    let lists: [Vec<&[u8]>; 4] = [
+        plan.argv.iter().map(|c| c.as_bytes()).collect(),
+        plan.env.iter().map(|c| c.as_bytes()).collect(),
+        plan.exe.iter().map(|c| c.as_bytes()).collect(),
+        cwd.to_vec(),
+    ];
+    for l in &lists {
+        out.extend_from_slice(&(l.len() as u32).to_ne_bytes());
+        for item in l {
+            out.extend_from_slice(&(item.len() as u32).to_ne_bytes());
+            out.extend_from_slice(item);
+        }
+    }
+    out
+}
+
+/// The command of a warm sandbox: argv, env, exe, cwd.
+type Command = (Vec<CString>, Vec<CString>, Vec<CString>, std::path::PathBuf);
+
+fn decode_command(mut b: &[u8]) -> Option<Command> {
+    fn u32_at(b: &mut &[u8]) -> Option<usize> {
+        let (h, t) = b.split_first_chunk::<4>()?;
+        *b = t;
+        Some(u32::from_ne_bytes(*h) as usize)
+    }
+    let mut lists: Vec<Vec<Vec<u8>>> = Vec::with_capacity(4);
+    for _ in 0..4 {
+        let n = u32_at(&mut b)?;
+        let mut l = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            let len = u32_at(&mut b)?;
+            if len > b.len() {
+                return None;
+            }
+            let (item, t) = b.split_at(len);
+            l.push(item.to_vec());
+            b = t;
+        }
+        lists.push(l);
+    }
+    let cs = |l: Vec<Vec<u8>>| {
+        l.into_iter()
+            .map(CString::new)
+            .collect::<Result<Vec<_>, _>>()
+            .ok()
+    };
+    let mut it = lists.into_iter();
+    let (argv, env, exe) = (cs(it.next()?)?, cs(it.next()?)?, cs(it.next()?)?);
+    let cwd = it.next()?.pop()?;
+    if argv.is_empty() {
+        return None;
+    }
+    Some((argv, env, exe, std::ffi::OsString::from_vec(cwd).into()))
+}
+
+/// A warm init's wait: reports ready on `ctl`, then waits for the command
+/// and its stdio fds (stdout, stderr, optionally stdin). `None` when the
+/// helper is gone (its end of the exit pipe closed) or dropped this
+/// sandbox (`ctl` closed), or sent something malformed.
+fn await_command(ctl: &OwnedFd, exit_wr: RawFd) -> Option<(Command, Vec<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, send, ControlMessageOwned, MsgFlags};
+    send(ctl.as_raw_fd(), b"R", MsgFlags::MSG_NOSIGNAL).ok()?;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: ctl.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: exit_wr,
+                events: 0,
+                revents: 0,
+            },
+        ];
+        // SAFETY: valid pollfd array.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            continue;
+        }
+        if fds[1].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+            return None;
+        }
+        if fds[0].revents != 0 {
+            break;
+        }
+    }
+    let mut buf = vec![0u8; WARM_MSG_MAX];
+    let mut cbuf = nix::cmsg_space!([RawFd; 3]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        ctl.as_raw_fd(),
+        &mut iov,
+        Some(&mut cbuf),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .ok()?;
+    let mut got = Vec::new();
+    for c in msg.cmsgs().ok()? {
+        if let ControlMessageOwned::ScmRights(rs) = c {
+            // SAFETY: the kernel just installed these fds for us.
+            got.extend(
+                rs.into_iter()
+                    .map(|r| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r) }),
+            );
+        }
+    }
+    let n = msg.bytes;
+    if n == 0 || msg.flags.contains(MsgFlags::MSG_TRUNC) || !(2..=3).contains(&got.len()) {
+        return None;
+    }
+    Some((decode_command(&buf[..n])?, got))
 }
 
 fn report(fd: RawFd, rec: &[u8]) {
@@ -148,7 +279,12 @@ fn drop_caps() -> Result<(), String> {
 }
 
 /// The namespace's init. Never returns.
-pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[BpfProgram]) -> ! {
+pub(crate) fn init_main(
+    plan: &mut Plan,
+    mut io: ChildIo,
+    root_mode: bool,
+    filters: &[BpfProgram],
+) -> ! {
     let setup = io.setup_wr.as_raw_fd();
     // Wait until the helper wrote our uid/gid maps.
     let mut b = [0u8; 1];
@@ -212,6 +348,23 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     drop(srcs);
 
     super::helper::trace("child: sealed");
+    // A warm sandbox: built ahead of its command, which comes now.
+    if let Some(ctl) = io.ctl.take() {
+        let Some(((argv, env, exe, cwd), mut fds)) = await_command(&ctl, io.exit_wr.as_raw_fd())
+        else {
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(0) }
+        };
+        drop(ctl);
+        (plan.argv, plan.env, plan.exe, plan.cwd) = (argv, env, exe, cwd);
+        io.stdin = (fds.len() == 3).then(|| fds.pop()).flatten();
+        io.stderr = fds.pop();
+        io.stdout = fds.pop();
+        super::helper::trace("child: warm command");
+    }
+    let (Some(stdout), Some(stderr)) = (io.stdout.take(), io.stderr.take()) else {
+        fail(setup, "stdio", "no stdout/stderr for the command")
+    };
     // SAFETY: the process is single-threaded; the child only runs our code
     // until execve.
     let pid = unsafe { libc::fork() };
@@ -220,12 +373,12 @@ pub(crate) fn init_main(plan: &Plan, io: ChildIo, root_mode: bool, filters: &[Bp
     }
     if pid == 0 {
         drop(io.exit_wr);
-        command_main(plan, io.setup_wr, io.stdin, io.stdout, io.stderr, filters);
+        command_main(plan, io.setup_wr, io.stdin, stdout, stderr, filters);
     }
     drop(io.setup_wr);
     drop(io.stdin);
-    drop(io.stdout);
-    drop(io.stderr);
+    drop(stdout);
+    drop(stderr);
     // Init keeps nothing of the daemon's stdio (a terminal, a log).
     // SAFETY: dup2 onto our own standard fds.
     unsafe {

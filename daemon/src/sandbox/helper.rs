@@ -55,6 +55,10 @@ pub(crate) fn trace(what: &str) {
     }
 }
 
+/// `WARDEN_SANDBOX_WARM=0` in the daemon's environment turns off warm
+/// sandboxes (built ahead of the next command; [`Helper::prebuild`]).
+pub const WARM_ENV: &str = "WARDEN_SANDBOX_WARM";
+
 /// How long the set-up of one command may take before it is killed, ms.
 const SETUP_TIMEOUT_MS: i32 = 30_000;
 
@@ -64,6 +68,26 @@ struct Running {
     started: bool,
     /// The command's own cgroup, when the policy set cgroup limits.
     cgroup: Option<PathBuf>,
+}
+
+/// A sandbox built ahead of its command ([`Helper::prebuild`]).
+struct Warm {
+    /// [`Plan::fingerprint`] of the plan it was built from.
+    key: String,
+    /// Its init.
+    pid: libc::pid_t,
+    /// The helper's end of its control socket.
+    ctl: OwnedFd,
+    setup_rd: OwnedFd,
+    exit_rd: OwnedFd,
+    cgroup: Option<PathBuf>,
+}
+
+/// A cloned init, building its sandbox.
+struct Launched {
+    pid: libc::pid_t,
+    setup_rd: OwnedFd,
+    exit_rd: OwnedFd,
 }
 
 struct Helper {
@@ -79,6 +103,14 @@ struct Helper {
     cgroup: Result<super::cgroup::Delegation, String>,
     /// Cgroups of ended commands still busy (processes on their way out).
     stale_cgroups: Vec<PathBuf>,
+    /// The sandbox built ahead for the next command, if any.
+    warm: Option<Warm>,
+    /// The last request served, which the next warm sandbox is built for.
+    last: Option<WireRequest>,
+    /// Warm sandboxes are built (`WARDEN_SANDBOX_WARM` is not `0`).
+    warm_enabled: bool,
+    /// Counter naming warm sandboxes' cgroups.
+    warm_seq: u64,
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -180,6 +212,10 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
         idmaps: HashMap::new(),
         cgroup: delegate(parent),
         stale_cgroups: Vec::new(),
+        warm: None,
+        last: None,
+        warm_enabled: std::env::var_os(WARM_ENV).is_none_or(|v| v != "0"),
+        warm_seq: 0,
     };
     h.serve()
 }
@@ -221,7 +257,14 @@ impl Helper {
             if !self.stale_cgroups.is_empty() {
                 self.stale_cgroups.retain(|d| !super::cgroup::remove(d));
             }
-            let wait = if self.stale_cgroups.is_empty() {
+            // Idle with nothing running: build the next sandbox ahead.
+            let prebuild = self.warm_enabled
+                && self.warm.is_none()
+                && self.last.is_some()
+                && self.children.is_empty();
+            let wait = if prebuild {
+                0
+            } else if self.stale_cgroups.is_empty() {
                 -1
             } else {
                 100
@@ -229,6 +272,10 @@ impl Helper {
             // SAFETY: valid pollfd array.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
             if n < 0 {
+                continue;
+            }
+            if n == 0 && prebuild {
+                self.prebuild();
                 continue;
             }
             if fds[1].revents != 0 {
@@ -249,6 +296,10 @@ impl Helper {
 
     /// The daemon is gone: every command goes with it.
     fn shutdown(&mut self) -> ! {
+        if let Some(w) = &self.warm {
+            // SAFETY: our own child.
+            unsafe { libc::kill(w.pid, libc::SIGKILL) };
+        }
         for pid in self.children.keys() {
             // SAFETY: signalling our own children.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
@@ -268,6 +319,10 @@ impl Helper {
     fn send(&self, msg: &FromHelper) {
         if protocol::send(&self.sock, msg, &[]).is_err() {
             // The daemon is unreachable: nothing to serve.
+            if let Some(w) = &self.warm {
+                // SAFETY: our own child.
+                unsafe { libc::kill(w.pid, libc::SIGKILL) };
+            }
             for pid in self.children.keys() {
                 // SAFETY: signalling our own children.
                 unsafe { libc::kill(*pid, libc::SIGKILL) };
@@ -384,11 +439,67 @@ impl Helper {
             plan.attach_workspace(mnt);
         }
         trace("idmap");
+        if let Some(w) = self.warm.take() {
+            if self.warm_fits(&w, &plan) {
+                if let Some(r) = self.use_warm(id, w, &plan, &stdout, &stderr, stdin.as_ref()) {
+                    if r.is_ok() {
+                        self.last = Some(req.clone());
+                    }
+                    return r;
+                }
+            } else {
+                self.discard(w);
+            }
+        }
+        let cgroup = self.command_cgroup(id, &plan.limits)?;
+        let l = match self.launch(
+            &mut plan,
+            (stdin, Some(stdout), Some(stderr)),
+            None,
+            &cgroup,
+        ) {
+            Ok(l) => l,
+            Err(e) => {
+                if let Some(d) = cgroup {
+                    self.stale_cgroups.push(d);
+                }
+                return Err(e);
+            }
+        };
+        drop(plan);
+        self.children.insert(
+            l.pid,
+            Running {
+                id,
+                exit_rd: l.exit_rd,
+                started: false,
+                cgroup,
+            },
+        );
+        self.by_id.insert(id, l.pid);
+        let r = self.finish_setup(l.pid, &l.setup_rd);
+        if r.is_ok() {
+            self.last = Some(req.clone());
+        }
+        r
+    }
+
+    /// Clones the sandbox's init with its namespaces for `plan`, writes its
+    /// uid/gid maps, puts it into `cgroup` and lets it build the sandbox.
+    /// `stdio` (stdin, stdout, stderr) go to the command; `ctl` makes it a
+    /// warm sandbox that waits for its command instead (see
+    /// [`child::ChildIo::ctl`]).
+    fn launch(
+        &mut self,
+        plan: &mut Plan,
+        stdio: (Option<OwnedFd>, Option<OwnedFd>, Option<OwnedFd>),
+        ctl: Option<OwnedFd>,
+        cgroup: &Option<PathBuf>,
+    ) -> Result<Launched, WireError> {
+        let (stdin, stdout, stderr) = stdio;
         let (sync_rd, sync_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (setup_rd, setup_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (exit_rd, exit_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
-
-        let cgroup = self.command_cgroup(id, &plan.limits)?;
         let mut flags = libc::CLONE_NEWUSER
             | libc::CLONE_NEWNS
             | libc::CLONE_NEWPID
@@ -415,9 +526,6 @@ impl Helper {
         trace("clone");
         if pid < 0 {
             let e = std::io::Error::last_os_error();
-            if let Some(d) = &cgroup {
-                super::cgroup::remove(d);
-            }
             return Err(setup_err("namespaces", format!("clone: {e}")));
         }
         if pid == 0 {
@@ -444,31 +552,17 @@ impl Helper {
                 stdin,
                 stdout,
                 stderr,
+                ctl,
             };
-            child::init_main(&plan, io, self.host.root, &self.filters);
+            child::init_main(plan, io, self.host.root, &self.filters);
         }
         drop(sync_rd);
         drop(setup_wr);
         drop(exit_wr);
-        drop(stdin);
-        drop(stdout);
-        drop(stderr);
-        drop(plan);
-        self.children.insert(
-            pid,
-            Running {
-                id,
-                exit_rd,
-                started: false,
-                cgroup: cgroup.clone(),
-            },
-        );
-        self.by_id.insert(id, pid);
-
-        let fail = |this: &mut Helper, e: WireError| {
+        drop((stdin, stdout, stderr, ctl));
+        let fail = |e: WireError| {
             // SAFETY: our own child; reaped later by reap().
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            let _ = this;
             e
         };
         let maps = [
@@ -484,29 +578,44 @@ impl Helper {
         ];
         for (file, content) in maps {
             if let Err(e) = std::fs::write(format!("/proc/{pid}/{file}"), content) {
-                return Err(fail(
-                    self,
-                    setup_err("userns", format!("write {file}: {e}")),
-                ));
+                return Err(fail(setup_err("userns", format!("write {file}: {e}"))));
             }
         }
         // Into its cgroup while it still waits: every process of the command
         // starts inside.
-        if let Some(d) = &cgroup {
+        if let Some(d) = cgroup {
             if let Err(e) = super::cgroup::enter(d, pid) {
-                return Err(fail(self, setup_err("cgroup", e)));
+                return Err(fail(setup_err("cgroup", e)));
             }
         }
         // SAFETY: one byte from a stack buffer.
         if unsafe { libc::write(sync_wr.as_raw_fd(), b"g".as_ptr().cast(), 1) } != 1 {
-            return Err(fail(self, setup_err("userns", "child vanished")));
+            return Err(fail(setup_err("userns", "child vanished")));
         }
         drop(sync_wr);
         trace("maps written");
+        Ok(Launched {
+            pid,
+            setup_rd,
+            exit_rd,
+        })
+    }
 
-        let buf = match read_until_eof(&setup_rd, SETUP_TIMEOUT_MS) {
+    /// Waits for the set-up report of child `pid` (EOF on `setup_rd` once
+    /// the command's `execve` succeeded or the set-up failed).
+    fn finish_setup(
+        &mut self,
+        pid: libc::pid_t,
+        setup_rd: &OwnedFd,
+    ) -> Result<(libc::pid_t, super::Enforcement), WireError> {
+        let fail = |e: WireError| {
+            // SAFETY: our own child; reaped later by reap().
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            e
+        };
+        let buf = match read_until_eof(setup_rd, SETUP_TIMEOUT_MS) {
             Ok(b) => b,
-            Err(e) => return Err(fail(self, setup_err("setup", e))),
+            Err(e) => return Err(fail(setup_err("setup", e))),
         };
         trace("setup done (execve)");
         match child::parse_setup(&buf) {
@@ -522,8 +631,143 @@ impl Helper {
                 } else {
                     WireError::Setup { stage, message }
                 };
-                Err(fail(self, err))
+                Err(fail(err))
             }
+        }
+    }
+
+    /// Whether warm sandbox `w` was built for what `plan` would build: same
+    /// fingerprint ([`Plan::fingerprint`], taken now, so host objects
+    /// changed since the warm one was built are seen) and a command small
+    /// enough for one control message.
+    fn warm_fits(&self, w: &Warm, plan: &Plan) -> bool {
+        w.key == plan.fingerprint() && child::encode_command(plan).len() <= child::WARM_MSG_MAX
+    }
+
+    /// Hands the command of `plan` and its stdio to warm sandbox `w` and
+    /// waits for its set-up report, as for a sandbox built on request.
+    /// `None` when `w` is gone (then a sandbox is built for the request).
+    fn use_warm(
+        &mut self,
+        id: u64,
+        w: Warm,
+        plan: &Plan,
+        stdout: &OwnedFd,
+        stderr: &OwnedFd,
+        stdin: Option<&OwnedFd>,
+    ) -> Option<Result<(libc::pid_t, super::Enforcement), WireError>> {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+        let msg = child::encode_command(plan);
+        let mut fds = vec![stdout.as_raw_fd(), stderr.as_raw_fd()];
+        if let Some(i) = stdin {
+            fds.push(i.as_raw_fd());
+        }
+        let iov = [std::io::IoSlice::new(&msg)];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        if sendmsg::<()>(w.ctl.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None).is_err() {
+            self.discard(w);
+            return None;
+        }
+        trace("warm sandbox used");
+        self.children.insert(
+            w.pid,
+            Running {
+                id,
+                exit_rd: w.exit_rd,
+                started: false,
+                cgroup: w.cgroup,
+            },
+        );
+        self.by_id.insert(id, w.pid);
+        Some(self.finish_setup(w.pid, &w.setup_rd))
+    }
+
+    /// Drops a warm sandbox: its init dies (SIGKILL; reaped by `reap`, which
+    /// ignores pids it does not track) and its cgroup goes once empty.
+    fn discard(&mut self, w: Warm) {
+        // SAFETY: our own, not yet reaped, child.
+        unsafe { libc::kill(w.pid, libc::SIGKILL) };
+        if let Some(d) = w.cgroup {
+            self.stale_cgroups.push(d);
+        }
+    }
+
+    /// Builds the next sandbox ahead of its command, for the request last
+    /// served (agent loops run command after command in one workspace and
+    /// profile): namespaces, `lo`, the mount tree, everything but the
+    /// command process, which gets its rlimits, Landlock and seccomp as
+    /// always when the command comes. Used only if the next request would
+    /// build the same sandbox ([`Helper::warm_fits`]); otherwise dropped.
+    /// Only while no command runs, so no sandboxed process can change the
+    /// host objects the tree pins in between. A failure stops pre-building
+    /// until a request is served again.
+    fn prebuild(&mut self) {
+        let Some(req) = self.last.take() else {
+            return;
+        };
+        let Ok(mut plan) = Plan::new(&req, &self.host) else {
+            return;
+        };
+        if self.host.root {
+            match self.idmapped_workspace(&plan) {
+                Ok(mnt) => plan.attach_workspace(mnt),
+                Err(_) => return,
+            }
+        }
+        let key = plan.fingerprint();
+        self.warm_seq += 1;
+        let Ok(cgroup) = self.command_cgroup(u64::MAX - self.warm_seq, &plan.limits) else {
+            return;
+        };
+        let pair = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        );
+        let Ok((ctl, ctl_child)) = pair else {
+            return;
+        };
+        let l = match self.launch(&mut plan, (None, None, None), Some(ctl_child), &cgroup) {
+            Ok(l) => l,
+            Err(_) => {
+                if let Some(d) = cgroup {
+                    self.stale_cgroups.push(d);
+                }
+                return;
+            }
+        };
+        let w = Warm {
+            key,
+            pid: l.pid,
+            ctl,
+            setup_rd: l.setup_rd,
+            exit_rd: l.exit_rd,
+            cgroup,
+        };
+        // Ready (`R`) once built; EOF when the set-up failed.
+        let mut p = libc::pollfd {
+            fd: w.ctl.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut b = [0u8; 1];
+        // SAFETY: one valid pollfd; a 1-byte read into a stack buffer.
+        let ready = unsafe {
+            libc::poll(&mut p, 1, SETUP_TIMEOUT_MS) == 1
+                && libc::recv(
+                    w.ctl.as_raw_fd(),
+                    b.as_mut_ptr().cast(),
+                    1,
+                    libc::MSG_DONTWAIT,
+                ) == 1
+        } && b[0] == b'R';
+        trace("warm sandbox built");
+        if ready {
+            self.warm = Some(w);
+            self.last = Some(req);
+        } else {
+            self.discard(w);
         }
     }
 

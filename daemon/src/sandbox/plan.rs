@@ -609,6 +609,78 @@ impl Plan {
     }
 
     /// Inserts the attach of an idmapped workspace mount (root helper).
+    /// What a sandbox built from this plan depends on, apart from the
+    /// command itself (argv, env, executable candidates, cwd): every mount
+    /// op, protected path, Landlock rule and limit, and the identity
+    /// (device, inode, type; lstat(2)) of every host object the mount tree
+    /// pins: bind sources, masked files, the workspace, and each protected
+    /// path with its ancestors. Two plans with equal fingerprints build the
+    /// same sandbox, so a warm one built earlier ([`super::helper`]) may
+    /// serve the later: a credential file created since, a protected path
+    /// created, removed or swapped for another inode all change it.
+    pub(crate) fn fingerprint(&self) -> String {
+        use std::fmt::Write;
+        use std::os::unix::fs::MetadataExt;
+        let mut f = String::new();
+        let id = |f: &mut String, p: &Path| match std::fs::symlink_metadata(p) {
+            Ok(m) => {
+                let _ = write!(
+                    f,
+                    "|{}:{}:{}:{}",
+                    p.display(),
+                    m.dev(),
+                    m.ino(),
+                    m.mode() & 0o170000
+                );
+            }
+            Err(e) => {
+                let _ = write!(f, "|{}:{:?}", p.display(), e.kind());
+            }
+        };
+        for op in &self.ops {
+            match op {
+                // The detached mount is made anew for every plan: its fd
+                // number says nothing; the workspace's identity does.
+                Op::Attach { dst, .. } => {
+                    let _ = write!(f, "attach {}", dst.display());
+                    id(&mut f, dst);
+                }
+                Op::Bind { src, .. } => {
+                    let _ = write!(f, "{op:?}");
+                    id(&mut f, src);
+                }
+                Op::Mask { dst, .. } => {
+                    let _ = write!(f, "{op:?}");
+                    id(&mut f, dst);
+                }
+                _ => {
+                    let _ = write!(f, "{op:?}");
+                }
+            }
+            f.push('\n');
+        }
+        id(&mut f, &self.workspace);
+        for rel in &self.protect {
+            for a in rel.ancestors() {
+                if !a.as_os_str().is_empty() {
+                    id(&mut f, &self.workspace.join(a));
+                }
+            }
+        }
+        let _ = write!(
+            f,
+            "\n{:?} {:?} {:?} {} {} {:?} {:?}",
+            self.workspace,
+            self.protect,
+            self.rules,
+            self.private_net,
+            self.require_full_landlock,
+            self.limits,
+            (self.ws_owner, self.ws_readonly)
+        );
+        f
+    }
+
     pub(crate) fn attach_workspace(&mut self, mnt: OwnedFd) {
         let d = depth(&self.workspace);
         let pos = self
