@@ -242,6 +242,21 @@ impl Client {
         }
     }
 
+    /// Ends this client: drops its connection and, when it started an
+    /// embedded daemon (and holds the last reference to it), stops that
+    /// daemon (SIGTERM, waited for up to 5 s) on a blocking thread while the
+    /// runtime keeps closing the connection, which the daemon's graceful
+    /// shutdown waits for. Dropping the client does the same, but blocks the
+    /// runtime it is dropped on: on a current-thread runtime the connection
+    /// then stays open and the daemon is killed after 5 s instead.
+    pub async fn shutdown(self) {
+        let Client { channel, _embedded } = self;
+        drop(channel);
+        if let Some(embedded) = _embedded {
+            let _ = tokio::task::spawn_blocking(move || drop(embedded)).await;
+        }
+    }
+
     /// The underlying channel, for services without a helper here.
     pub fn channel(&self) -> Channel {
         self.channel.clone()

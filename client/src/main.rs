@@ -102,11 +102,18 @@ fn main() {
             unsafe {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             }
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
+            // `warden exec` is one streaming call: a runtime on this thread
+            // does it without starting worker threads (measured: less CPU
+            // per exec, fewer context switches); the others keep two workers.
+            let mut builder = match command {
+                Command::Exec(_) => tokio::runtime::Builder::new_current_thread(),
+                _ => {
+                    let mut b = tokio::runtime::Builder::new_multi_thread();
+                    b.worker_threads(2);
+                    b
+                }
+            };
+            let rt = match builder.enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
                     cli::say(format!("cannot start the runtime: {e}"));

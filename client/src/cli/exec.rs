@@ -72,6 +72,15 @@ pub async fn run(args: ExecArgs, global: &GlobalArgs) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let code = call(&client, command, &args).await;
+    // `main` runs exec on a current-thread runtime: stop an embedded daemon
+    // without blocking it.
+    client.shutdown().await;
+    code
+}
+
+/// The Exec call and its events; returns the exit code.
+async fn call(client: &crate::Client, command: String, args: &ExecArgs) -> i32 {
     let req = pb::ExecRequest {
         session_id: args.session.clone().unwrap_or_default(),
         command,
@@ -99,7 +108,7 @@ pub async fn run(args: ExecArgs, global: &GlobalArgs) -> i32 {
         }
     };
     let mut one_shot = None;
-    let (code, ended) = stream(&client, events, &args, &mut one_shot).await;
+    let (code, ended) = stream(client, events, args, &mut one_shot).await;
     // Leaving before the daemon ended the call (approval refused here, an
     // error): the daemon closes the one-shot session once it sees us gone;
     // close it now so it is closed (its request expired) when we exit.
