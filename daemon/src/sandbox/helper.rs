@@ -434,11 +434,6 @@ impl Helper {
         unsafe { T0 = Some(std::time::Instant::now()) };
         let mut plan = Plan::new(req, &self.host)?;
         trace("plan");
-        if self.host.root {
-            let mnt = self.idmapped_workspace(&plan)?;
-            plan.attach_workspace(mnt);
-        }
-        trace("idmap");
         if let Some(w) = self.warm.take() {
             if self.warm_fits(&w, &plan) {
                 if let Some(r) = self.use_warm(id, w, &plan, &stdout, &stderr, stdin.as_ref()) {
@@ -451,6 +446,11 @@ impl Helper {
                 self.discard(w);
             }
         }
+        if self.host.root {
+            let mnt = self.idmapped_workspace(&plan)?;
+            plan.attach_workspace(mnt);
+        }
+        trace("idmap");
         let cgroup = self.command_cgroup(id, &plan.limits)?;
         let l = match self.launch(
             &mut plan,

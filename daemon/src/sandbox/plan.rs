@@ -639,12 +639,10 @@ impl Plan {
         };
         for op in &self.ops {
             match op {
-                // The detached mount is made anew for every plan: its fd
-                // number says nothing; the workspace's identity does.
-                Op::Attach { dst, .. } => {
-                    let _ = write!(f, "attach {}", dst.display());
-                    id(&mut f, dst);
-                }
+                // The idmapped workspace mount, attached (root helper only)
+                // after the plan is compared: its identity is the
+                // workspace's, below.
+                Op::Attach { .. } => continue,
                 Op::Bind { src, .. } => {
                     let _ = write!(f, "{op:?}");
                     id(&mut f, src);
