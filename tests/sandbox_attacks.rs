@@ -432,6 +432,34 @@ fn warm_sandboxes_follow_host_changes(h: &H) {
     assert!(!o.stdout.contains("LEAK"), "{}\n{}", o.stdout, o.stderr);
     assert!(o.stdout.contains("done"), "{}\n{}", o.stdout, o.stderr);
     assert_marker(&p.join(".envrc"), "export A=1\n");
+    // The host replacing a protected file the way git does (write a lock
+    // file, rename it over): the old inode is freed, and ext4 hands its
+    // number to the next new file, so a later replacement can bring the
+    // very inode number the warm sandbox was built with back. Its mount on
+    // the old file is gone either way.
+    std::fs::write(p.join(".git/config"), "[core]\n").unwrap();
+    for i in 0..4 {
+        std::thread::sleep(Duration::from_millis(300));
+        // Two edits in a row (as one `git config` run often makes).
+        let text = format!("[core]\n# host edit {i}\n");
+        for _ in 0..2 {
+            std::fs::write(p.join(".git/config.lock"), &text).unwrap();
+            std::fs::rename(p.join(".git/config.lock"), p.join(".git/config")).unwrap();
+        }
+        let o = h.sh(
+            p,
+            Profile::Write,
+            "echo '[core] fsmonitor=evil' >> .git/config && echo LEAK; echo done",
+        );
+        assert!(
+            !o.stdout.contains("LEAK"),
+            "round {i}: {}\n{}",
+            o.stdout,
+            o.stderr
+        );
+        assert!(o.stdout.contains("done"), "{}\n{}", o.stdout, o.stderr);
+        assert_marker(&p.join(".git/config"), &text);
+    }
 }
 
 /// A protected path that crosses a symlink into the workspace fails closed

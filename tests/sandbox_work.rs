@@ -6,7 +6,7 @@ mod sandbox_common;
 
 use sandbox_common::{main_with, H};
 use std::time::Duration;
-use warden_daemon::sandbox::{Enforcement, Profile};
+use warden_daemon::sandbox::{Enforcement, Profile, SandboxError};
 
 fn basics(h: &H) {
     let ws = h.workspace();
@@ -383,8 +383,51 @@ fn network_profile_sees_resolver(h: &H) {
     assert_eq!(o.stdout.trim(), "0", "{}", o.stdout);
 }
 
+/// `argv[0]` resolves through PATH as a shell would: the first match is
+/// the program. A first match that is not an executable format (a script
+/// without `#!`) ends the search with an `execve` error (the daemon then runs
+/// the command through bash, which runs it as a script), never falling
+/// through to a later match of the same name.
+fn path_search_stops_at_the_first_match(h: &H) {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = h.workspace();
+    let p = ws.path();
+    for (dir, body) in [
+        ("b1", "echo from-b1\n"),
+        ("b2", "#!/bin/sh\necho from-b2\n"),
+    ] {
+        std::fs::create_dir(p.join(dir)).unwrap();
+        let f = p.join(dir).join("wtool");
+        std::fs::write(&f, body).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}:/usr/bin:/bin",
+        p.join("b1").display(),
+        p.join("b2").display()
+    );
+    let mut req = h.request(p, Profile::Write, &["wtool"]);
+    req.env.retain(|(k, _)| k != "PATH");
+    req.env.push(("PATH".into(), path.clone()));
+    match h.run_req(req, Duration::from_secs(30)) {
+        Err(SandboxError::Setup { stage, .. }) => assert_eq!(stage, "execve"),
+        Ok(o) => panic!("ran a later match: {} {}", o.stdout, o.stderr),
+        Err(e) => panic!("{e}"),
+    }
+    // Through a shell, the first match runs as a script.
+    let mut req = h.request(p, Profile::Write, &["bash", "-c", "wtool"]);
+    req.env.retain(|(k, _)| k != "PATH");
+    req.env.push(("PATH".into(), path));
+    let o = h.run_req(req, Duration::from_secs(30)).unwrap();
+    assert_eq!(o.stdout.trim(), "from-b1", "{}", o.stderr);
+}
+
 fn main() {
     main_with(&[
+        (
+            "path_search_stops_at_the_first_match",
+            path_search_stops_at_the_first_match,
+        ),
         ("basics", basics),
         ("identity_and_view", identity_and_view),
         ("common_shell_idioms", common_shell_idioms),

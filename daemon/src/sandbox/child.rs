@@ -35,6 +35,66 @@ pub(crate) struct ChildIo {
     pub ctl: Option<OwnedFd>,
 }
 
+/// Set-up stage a warm sandbox reports when its tree no longer matches the
+/// host ([`pinned_mounts`]): the helper then builds a sandbox on request.
+pub(crate) const STALE: &str = "stale";
+
+/// The mount id (statx(2) `STATX_MNT_ID`) of `p` itself (`O_PATH |
+/// O_NOFOLLOW`), or `None` when it cannot be opened.
+fn mnt_id(p: &std::path::Path) -> Option<u64> {
+    let c = CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: valid C string; a fresh fd or -1.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fresh fd, owned here.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: zeroed statx buffer filled by the kernel.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd, empty path with AT_EMPTY_PATH, valid buffer.
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    };
+    (r == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
+}
+
+/// The mounts of this sandbox that sit on host objects the host can delete:
+/// credential masks and protected paths with their anchored ancestors, as
+/// (path, mount id). Deleting such an object on the host detaches the mounts
+/// on it in every namespace, so the same list read again differs.
+fn pinned_mounts(plan: &Plan) -> Vec<(std::path::PathBuf, Option<u64>)> {
+    let mut out = Vec::new();
+    for op in &plan.ops {
+        if let mounts::Op::Mask { dst, .. } = op {
+            out.push((dst.clone(), mnt_id(dst)));
+        }
+    }
+    for rel in &plan.protect {
+        let full = plan.workspace.join(rel);
+        if mnt_id(&full).is_none() {
+            // Absent: stays absent (the plan's fingerprint covers creation).
+            continue;
+        }
+        for a in rel.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+            let p = plan.workspace.join(a);
+            out.push((p.clone(), mnt_id(&p)));
+        }
+    }
+    out
+}
+
 /// Largest command message a warm sandbox takes, bytes (larger commands get
 /// a sandbox built for them).
 pub(crate) const WARM_MSG_MAX: usize = 64 * 1024;
@@ -350,12 +410,24 @@ pub(crate) fn init_main(
     super::helper::trace("child: sealed");
     // A warm sandbox: built ahead of its command, which comes now.
     if let Some(ctl) = io.ctl.take() {
+        let pinned = pinned_mounts(plan);
         let Some(((argv, env, exe, cwd), mut fds)) = await_command(&ctl, io.exit_wr.as_raw_fd())
         else {
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(0) }
         };
         drop(ctl);
+        // The host deleting a pinned object since (even recreating it with
+        // the same inode number) detached our mount on it: then this
+        // sandbox no longer protects what a fresh one would. The helper
+        // builds one on request instead.
+        if pinned_mounts(plan) != pinned {
+            fail(
+                setup,
+                STALE,
+                "a protected path or mask changed since the sandbox was built",
+            );
+        }
         (plan.argv, plan.env, plan.exe, plan.cwd) = (argv, env, exe, cwd);
         io.stdin = (fds.len() == 3).then(|| fds.pop()).flatten();
         io.stderr = fds.pop();
@@ -599,6 +671,11 @@ fn command_main(
         let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if e != libc::ENOENT && e != libc::ENOTDIR {
             last = e;
+        }
+        // Not an executable format (a script without `#!`): the first match
+        // is what a shell would run (as a script), never a later one.
+        if e == libc::ENOEXEC {
+            break;
         }
     }
     let a0 = plan.argv[0].to_string_lossy();

@@ -341,6 +341,14 @@ impl Helper {
                 return;
             }
             trace("reaped");
+            // A warm sandbox's init that died idle: forget it (its pid may be
+            // reused now, so it must never be signalled again).
+            if self.warm.as_ref().is_some_and(|w| w.pid == pid) {
+                if let Some(d) = self.warm.take().and_then(|w| w.cgroup) {
+                    self.stale_cgroups.push(d);
+                }
+                continue;
+            }
             let Some(rec) = self.children.remove(&pid) else {
                 continue;
             };
@@ -679,7 +687,19 @@ impl Helper {
             },
         );
         self.by_id.insert(id, w.pid);
-        Some(self.finish_setup(w.pid, &w.setup_rd))
+        let r = self.finish_setup(w.pid, &w.setup_rd);
+        if let Err(WireError::Setup { stage, .. }) = &r {
+            if stage == child::STALE {
+                // The host changed what its tree pins: build one on request.
+                trace("warm sandbox stale");
+                self.by_id.remove(&id);
+                if let Some(d) = self.children.remove(&w.pid).and_then(|rec| rec.cgroup) {
+                    self.stale_cgroups.push(d);
+                }
+                return None;
+            }
+        }
+        Some(r)
     }
 
     /// Drops a warm sandbox: its init dies (SIGKILL; reaped by `reap`, which

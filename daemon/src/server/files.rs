@@ -460,11 +460,19 @@ fn checkpoint_pre(
     s: &Session,
     meta: &crate::checkpoint::CheckpointMeta,
 ) -> Result<Option<crate::checkpoint::Checkpoint>, Status> {
-    mgr.checkpoint_pre(s, meta).or_else(|e| {
+    let pre = mgr.checkpoint_pre(s, meta).or_else(|e| {
         let msg = format!("refused: the pre-checkpoint failed, nothing was written: {e}");
         journal_end(mgr, key, false, serde_json::json!({"refused": msg}))?;
         Err(Status::unavailable(msg))
-    })
+    })?;
+    // The call's classification and pre-checkpoint were committed without
+    // waiting for the disk: they are on it before the workspace changes.
+    mgr.audit().sync().or_else(|e| {
+        let msg = format!("refused: the audit log could not be synced, nothing was written: {e}");
+        journal_end(mgr, key, false, serde_json::json!({"refused": msg}))?;
+        Err(Status::unavailable(msg))
+    })?;
+    Ok(pre)
 }
 
 fn journal_begin(

@@ -924,8 +924,20 @@ fn stage_temp(
 }
 
 fn sync_dir(dir: &Dir) {
-    if let Ok(d) = dir.try_clone() {
-        let _ = d.into_std_file().sync_all();
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+    // The handle may be `O_PATH`, which fsync(2) refuses with EBADF: sync a
+    // read-only descriptor of the same directory.
+    // SAFETY: openat of "." relative to a valid directory fd; a fresh fd or -1.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_fd().as_raw_fd(),
+            c".".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: fresh fd, owned by the File.
+        let _ = unsafe { std::fs::File::from_raw_fd(fd) }.sync_all();
     }
 }
 
