@@ -52,7 +52,10 @@ pub use changes::{ChangeKind, FileChange};
 pub use records::{
     Checkpoint, CheckpointFilter, CheckpointKind, CheckpointMeta, ExternalEffect, SideEffects,
 };
-pub use snapshot::{Entry, EntryKind, Snapshot};
+pub use snapshot::{
+    scan_nested_git, Entry, EntryKind, GitFingerprint, NestedGitScan, Snapshot,
+    NESTED_GIT_MAX_ENTRIES,
+};
 pub use store::{CheckpointStore, Diff, GcReport, RollbackOptions, RollbackReport};
 
 use serde::{Deserialize, Serialize};

@@ -2,20 +2,28 @@
 //! handle producing a Merkle tree of BLAKE3 hashes.
 //!
 //! Safety rules (the tree is agent-controlled and the daemon may be root):
-//! directories are opened with `O_NOFOLLOW` relative to their parent's fd
-//! (`cap_fs_ext::DirExt::open_dir_nofollow`), so a symlink is never walked
-//! into; symlinks are read with `readlinkat(2)`, never followed; regular
-//! files are opened with `O_NOFOLLOW|O_NONBLOCK|O_NOCTTY` and `fstat`ed, and
+//! every name comes from `getdents64(2)` of a directory fd the walk holds
+//! (one component: never `/`, `.` or `..`) and is used only relative to
+//! that fd, so nothing resolves outside the tree; entries are
+//! `fstatat(AT_SYMLINK_NOFOLLOW)`ed; directories are opened with
+//! `openat(O_DIRECTORY|O_NOFOLLOW)`, so a symlink is never walked into;
+//! symlinks are read with `readlinkat(2)`, never followed; regular files
+//! are opened with `O_NOFOLLOW|O_NONBLOCK|O_NOCTTY` and `fstat`ed, and
 //! anything that is not a regular file by then (a FIFO or device swapped in)
-//! is recorded as kind `other` and never read.
+//! is recorded as kind `other` and never read. The same pass can collect
+//! the control paths of nested git repositories ([`NestedGitScan`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
-use cap_std::fs::{Dir, Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
+use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
 use super::blobs::BlobStore;
@@ -171,10 +179,14 @@ pub(crate) struct WalkInput<'a> {
     pub settings: &'a CheckpointSettings,
     pub cache: &'a StatCache,
     pub sink: Option<&'a Sink<'a>>,
+    /// Also collect the nested git control paths ([`NestedGitScan`]).
+    pub nested_git: bool,
 }
 
 pub(crate) struct WalkOutput {
     pub snapshot: Snapshot,
+    /// With [`WalkInput::nested_git`].
+    pub nested_git: Option<NestedGitScan>,
     /// The new stat cache, `None` when unchanged.
     pub cache: Option<StatCache>,
 }
@@ -195,6 +207,71 @@ pub(crate) fn build_excludes(
     })
 }
 
+/// (device, inode, size, mtime ns, ctime ns) of a nested git control path:
+/// a command cannot write a file and restore its ctime.
+pub type GitFingerprint = (u64, u64, u64, i128, i128);
+
+/// Most directory entries a walk looks at for nested git control paths;
+/// past it the collection stops and says so ([`NestedGitScan::incomplete`]).
+pub const NESTED_GIT_MAX_ENTRIES: u64 = 1_000_000;
+
+/// Git control paths of nested repositories (the rules are in
+/// [`crate::session::nested_git`]), relative to the workspace root, with
+/// their fingerprints; collected by the snapshot walk in the same pass, or
+/// by [`scan_nested_git`]. Excluded directories (`node_modules/`) are
+/// searched too: they are not recorded, but a repository planted there
+/// runs its hooks all the same.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NestedGitScan {
+    pub paths: BTreeMap<PathBuf, GitFingerprint>,
+    /// The walk stopped looking at [`NESTED_GIT_MAX_ENTRIES`] entries.
+    pub incomplete: bool,
+}
+
+/// Where a directory sits for the nested-git collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GitCtx {
+    /// Nothing below is a control path (the workspace's own `.git`, the
+    /// inside of a nested git dir other than `hooks`; or no collection).
+    Ignore,
+    /// An ordinary directory: a `.git` entry below the root is a nested
+    /// repository.
+    Normal,
+    /// A nested `.git` directory.
+    GitDir,
+    /// The `hooks` directory of a nested git dir: every entry counts.
+    Hooks,
+}
+
+impl GitCtx {
+    /// The context of subdirectory `name` of a directory in this context.
+    fn child(self, name: &[u8], at_root: bool) -> GitCtx {
+        match self {
+            GitCtx::Normal if name == b".git" && at_root => GitCtx::Ignore,
+            GitCtx::Normal if name == b".git" => GitCtx::GitDir,
+            GitCtx::Normal => GitCtx::Normal,
+            GitCtx::GitDir if name == b"hooks" => GitCtx::Hooks,
+            _ => GitCtx::Ignore,
+        }
+    }
+
+    /// Whether entry `name` of a directory in this context is a control
+    /// path: a nested `.git` that is not a directory (gitfile, symlink);
+    /// `config`, `config.worktree`, `commondir`, and `hooks` when not a
+    /// directory, of a nested git dir; every entry of its `hooks`.
+    fn control(self, name: &[u8], is_dir: bool, at_root: bool) -> bool {
+        match self {
+            GitCtx::Normal => name == b".git" && !at_root && !is_dir,
+            GitCtx::GitDir => {
+                matches!(name, b"config" | b"config.worktree" | b"commondir")
+                    || (name == b"hooks" && !is_dir)
+            }
+            GitCtx::Hooks => true,
+            GitCtx::Ignore => false,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Local {
     items: Vec<(String, Entry, Option<StatKey>)>,
@@ -202,14 +279,22 @@ struct Local {
     /// Files hashed whose stat key is cacheable (not racily clean).
     new_keys: usize,
     hashed: u64,
+    git: Vec<(PathBuf, GitFingerprint)>,
+    /// `getdents64(2)` buffer.
+    buf: Vec<u8>,
 }
 
-/// A directory still to read: its parent's handle and its name (opened
-/// lazily so a wide tree does not hold thousands of fds), or the root.
+/// A directory still to read: its parent's fd and its name (opened lazily
+/// so a wide tree does not hold thousands of fds), or the root.
 struct Job {
-    parent: Option<Arc<Dir>>,
-    name: String,
-    rel: String,
+    parent: Option<Arc<OwnedFd>>,
+    name: CString,
+    /// Path relative to the root; UTF-8 whenever `record` is set.
+    rel: OsString,
+    /// Record its entries (false: an excluded directory searched only for
+    /// nested git control paths).
+    record: bool,
+    git: GitCtx,
 }
 
 struct Queue {
@@ -219,13 +304,18 @@ struct Queue {
 }
 
 struct Walker<'a> {
-    input: &'a WalkInput<'a>,
+    settings: &'a CheckpointSettings,
+    cache: &'a StatCache,
+    sink: Option<&'a Sink<'a>>,
     excludes: ignore::gitignore::Gitignore,
     /// Every exclude pattern is directory-only (`target/`): no file can
     /// match, so files skip the matcher.
     dirs_only: bool,
     start_ns: i64,
     count: AtomicU64,
+    /// Entries looked at for nested git control paths.
+    git_seen: AtomicU64,
+    git_incomplete: AtomicBool,
     queue: Mutex<Queue>,
     cv: Condvar,
 }
@@ -241,29 +331,160 @@ fn entry_err(path: &str) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ 
     }
 }
 
-fn stat_key(md: &Metadata) -> StatKey {
+fn ns(s: i64, nsec: i64) -> i64 {
+    s.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+fn stat_key(st: &libc::stat) -> StatKey {
     StatKey {
-        size: md.size(),
-        mtime_ns: md.mtime() * 1_000_000_000 + md.mtime_nsec(),
-        ctime_ns: md.ctime() * 1_000_000_000 + md.ctime_nsec(),
-        ino: md.ino(),
-        mode: md.mode(),
+        size: st.st_size as u64,
+        mtime_ns: ns(st.st_mtime, st.st_mtime_nsec),
+        ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
+        ino: st.st_ino,
+        mode: st.st_mode,
     }
+}
+
+fn git_fingerprint(st: &libc::stat) -> GitFingerprint {
+    (
+        st.st_dev,
+        st.st_ino,
+        st.st_size as u64,
+        st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
+        st.st_ctime as i128 * 1_000_000_000 + st.st_ctime_nsec as i128,
+    )
 }
 
 fn is_gone(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound
 }
 
-fn other_entry(md: &Metadata) -> Entry {
-    let tag = format!("other:{:o}:{}", md.mode() & libc::S_IFMT, md.rdev());
+fn other_entry(st_mode: u32, rdev: u64) -> Entry {
+    let tag = format!("other:{:o}:{}", st_mode & libc::S_IFMT, rdev);
     Entry {
         kind: EntryKind::Other,
-        mode: md.mode() & 0o7777,
+        mode: st_mode & 0o7777,
         size: 0,
         hash: blake3::hash(tag.as_bytes()),
         stored: false,
     }
+}
+
+/// `openat(dir, name, O_RDONLY|O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC)`: `name`
+/// is one component (from `getdents64`, never `/`, `.` or `..`), so the
+/// result is a real directory inside `dir` — a symlink fails with `ELOOP`,
+/// anything else with `ENOTDIR` (openat(2)).
+fn open_dir_at(dir: BorrowedFd, name: &CStr) -> std::io::Result<OwnedFd> {
+    // SAFETY: a valid fd and a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)` of one component.
+fn lstat_at(dir: BorrowedFd, name: &CStr) -> std::io::Result<libc::stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid fd, a NUL-terminated name, a buffer of the right size.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fstatat succeeded, so it filled `st`.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `readlinkat(2)` of one component: the target's bytes (at most
+/// `PATH_MAX - 1`, so a `PATH_MAX + 1` buffer is never filled).
+fn read_link_at(dir: BorrowedFd, name: &CStr) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a valid fd, a NUL-terminated name, `buf.len()` writable bytes.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// One `getdents64(2)` call into `buf`: bytes filled, 0 at the end.
+fn getdents(dir: BorrowedFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: a valid fd and `buf.len()` writable bytes.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The records of one `getdents64` buffer: (d_type, NUL-terminated name)
+/// of each `struct linux_dirent64` (d_ino u64, d_off i64, d_reclen u16,
+/// d_type u8, d_name; getdents64(2)).
+fn dirents(buf: &[u8]) -> impl Iterator<Item = std::io::Result<(u8, &CStr)>> + '_ {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        if off >= buf.len() {
+            return None;
+        }
+        let bad = || {
+            Some(Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "malformed getdents64 record",
+            )))
+        };
+        let Some(rec) = buf.get(off..off + 19) else {
+            off = buf.len();
+            return bad();
+        };
+        let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+        let d_type = rec[18];
+        let name = buf
+            .get(off + 19..off + reclen)
+            .and_then(|n| CStr::from_bytes_until_nul(n).ok());
+        off = if reclen < 20 { buf.len() } else { off + reclen };
+        match name {
+            Some(n) => Some(Ok((d_type, n))),
+            None => bad(),
+        }
+    })
+}
+
+fn join_os(rel: &OsStr, name: &[u8]) -> OsString {
+    let mut p = rel.as_bytes().to_vec();
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    OsString::from_vec(p)
 }
 
 impl Walker<'_> {
@@ -276,26 +497,34 @@ impl Walker<'_> {
         self.cv.notify_one();
     }
 
-    fn worker(&self, root: &Arc<Dir>) -> Result<Local> {
-        let mut local = Local::default();
+    fn worker(&self, root: &Arc<OwnedFd>) -> Result<Local> {
+        let mut local = Local {
+            buf: vec![0; 32 << 10],
+            ..Default::default()
+        };
         loop {
             let job = {
                 let mut q = self.lock();
                 loop {
                     if q.stop {
-                        return Ok(local);
+                        break None;
                     }
                     if let Some(j) = q.jobs.pop() {
                         q.active += 1;
-                        break j;
+                        break Some(j);
                     }
                     if q.active == 0 {
                         q.stop = true;
                         self.cv.notify_all();
-                        return Ok(local);
+                        break None;
                     }
                     q = self.cv.wait(q).unwrap_or_else(|p| p.into_inner());
                 }
+            };
+            let Some(job) = job else {
+                // Sorted here, in parallel; `take` merges the runs.
+                local.items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                return Ok(local);
             };
             let res = self.process(root, job, &mut local);
             let mut q = self.lock();
@@ -308,51 +537,133 @@ impl Walker<'_> {
         }
     }
 
-    fn process(&self, root: &Arc<Dir>, job: Job, local: &mut Local) -> Result<()> {
+    fn process(&self, root: &Arc<OwnedFd>, job: Job, local: &mut Local) -> Result<()> {
+        let rel_str = job.rel.to_str().unwrap_or("");
         let dir = match &job.parent {
             None => root.clone(),
-            Some(p) => match p.open_dir_nofollow(&job.name) {
+            Some(p) => match open_dir_at(p.as_fd(), &job.name) {
                 Ok(d) => Arc::new(d),
                 Err(e) if is_gone(&e) => return Ok(()),
-                Err(e) => return Err(entry_err(&job.rel)(e)),
+                // Searched for nested git only: an unreadable directory is
+                // passed over, as git would not read it either.
+                Err(_) if !job.record => return Ok(()),
+                Err(e) => return Err(entry_err(rel_str)(e)),
             },
         };
-        let settings = self.input.settings;
-        let cap = settings.max_file_bytes;
-        for ent in dir.entries().map_err(entry_err(&job.rel))? {
-            let ent = ent.map_err(entry_err(&job.rel))?;
-            let name_os = ent.file_name();
-            let Some(name) = name_os.to_str() else {
+        let dcache = self.cache.dirs.get(rel_str).filter(|_| job.record);
+        let mut buf = std::mem::take(&mut local.buf);
+        let res = (|| loop {
+            let n = match getdents(dir.as_fd(), &mut buf) {
+                Ok(n) => n,
+                Err(_) if !job.record => return Ok(()),
+                Err(e) => return Err(entry_err(rel_str)(e)),
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            for d in dirents(&buf[..n]) {
+                let (d_type, name) = d.map_err(entry_err(rel_str))?;
+                self.entry(&dir, &job, dcache, d_type, name, local)?;
+            }
+        })();
+        local.buf = buf;
+        res
+    }
+
+    fn entry(
+        &self,
+        dir: &Arc<OwnedFd>,
+        job: &Job,
+        dcache: Option<&HashMap<String, CacheEntry>>,
+        d_type: u8,
+        cname: &CStr,
+        local: &mut Local,
+    ) -> Result<()> {
+        let bytes = cname.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            return Ok(());
+        }
+        let at_root = job.rel.is_empty();
+        let mut ctx = job.git;
+        if ctx != GitCtx::Ignore
+            && self.git_seen.fetch_add(1, Ordering::Relaxed) >= NESTED_GIT_MAX_ENTRIES
+        {
+            self.git_incomplete.store(true, Ordering::Relaxed);
+            ctx = GitCtx::Ignore;
+        }
+        let rel_str = job.rel.to_str();
+        let name = std::str::from_utf8(bytes).ok();
+        // The path (UTF-8) when this entry may be recorded.
+        let path = match (job.record, rel_str, name) {
+            (true, Some(""), Some(n)) => Some(n.to_string()),
+            (true, Some(r), Some(n)) => Some(format!("{r}/{n}")),
+            (true, _, None) => {
                 local.skipped.push(format!(
                     "{}/{}: name is not UTF-8",
-                    job.rel,
-                    name_os.to_string_lossy()
+                    job.rel.to_string_lossy(),
+                    String::from_utf8_lossy(bytes)
                 ));
-                continue;
-            };
-            let path = if job.rel.is_empty() {
-                name.to_string()
-            } else {
-                format!("{}/{name}", job.rel)
-            };
-            let md = match ent.metadata() {
-                Ok(m) => m,
-                Err(e) if is_gone(&e) => continue,
-                Err(e) => return Err(entry_err(&path)(e)),
-            };
-            let ft = md.file_type();
-            if (ft.is_dir() || !self.dirs_only)
-                && self.excludes.matched(&path, ft.is_dir()).is_ignore()
-            {
-                continue;
+                None
             }
-            if self.count.fetch_add(1, Ordering::Relaxed) >= settings.max_entries {
-                return Err(CheckpointError::TooManyEntries {
-                    limit: settings.max_entries,
+            _ => None,
+        };
+        if path.is_none() && ctx == GitCtx::Ignore {
+            return Ok(());
+        }
+        let st = if path.is_some() || d_type == libc::DT_UNKNOWN {
+            match lstat_at(dir.as_fd(), cname) {
+                Ok(s) => Some(s),
+                Err(e) if is_gone(&e) => return Ok(()),
+                Err(e) => match &path {
+                    Some(p) => return Err(entry_err(p)(e)),
+                    None => return Ok(()),
+                },
+            }
+        } else {
+            None
+        };
+        let is_dir = match &st {
+            Some(s) => s.st_mode & libc::S_IFMT == libc::S_IFDIR,
+            None => d_type == libc::DT_DIR,
+        };
+        let path = path.filter(|p| {
+            !((is_dir || !self.dirs_only) && self.excludes.matched(p, is_dir).is_ignore())
+        });
+        if ctx.control(bytes, is_dir, at_root) {
+            let st = match st {
+                Some(s) => Some(s),
+                None => lstat_at(dir.as_fd(), cname).ok(),
+            };
+            if let Some(s) = st {
+                local
+                    .git
+                    .push((PathBuf::from(join_os(&job.rel, bytes)), git_fingerprint(&s)));
+            }
+        }
+        let child_ctx = ctx.child(bytes, at_root);
+        let (Some(path), Some(st)) = (path, st) else {
+            // Not recorded: only a directory that may hold nested git
+            // control paths is entered.
+            if is_dir && child_ctx != GitCtx::Ignore {
+                self.push(Job {
+                    parent: Some(dir.clone()),
+                    name: cname.to_owned(),
+                    rel: join_os(&job.rel, bytes),
+                    record: false,
+                    git: child_ctx,
                 });
             }
-            let mode = md.mode() & 0o7777;
-            if ft.is_dir() {
+            return Ok(());
+        };
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.settings.max_entries {
+            return Err(CheckpointError::TooManyEntries {
+                limit: self.settings.max_entries,
+            });
+        }
+        let cap = self.settings.max_file_bytes;
+        let mode = st.st_mode & 0o7777;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => {
                 local.items.push((
                     path.clone(),
                     Entry {
@@ -366,35 +677,40 @@ impl Walker<'_> {
                 ));
                 self.push(Job {
                     parent: Some(dir.clone()),
-                    name: name.to_string(),
-                    rel: path,
+                    name: cname.to_owned(),
+                    rel: OsString::from(path),
+                    record: true,
+                    git: child_ctx,
                 });
-            } else if ft.is_symlink() {
-                let target = match dir.read_link_contents(name) {
+            }
+            libc::S_IFLNK => {
+                let target = match read_link_at(dir.as_fd(), cname) {
                     Ok(t) => t,
-                    Err(e) if is_gone(&e) => continue,
+                    Err(e) if is_gone(&e) => return Ok(()),
                     Err(e) => return Err(entry_err(&path)(e)),
                 };
-                let bytes = target.as_os_str().as_encoded_bytes();
-                let hash = blake3::hash(bytes);
-                if let Some(s) = self.input.sink {
-                    s.offer(&hash, bytes)?;
+                let hash = blake3::hash(&target);
+                if let Some(s) = self.sink {
+                    s.offer(&hash, &target)?;
                 }
                 let entry = Entry {
                     kind: EntryKind::Symlink,
                     mode,
-                    size: bytes.len() as u64,
+                    size: target.len() as u64,
                     hash,
                     stored: true,
                 };
                 local.items.push((path, entry, None));
-            } else if ft.is_file() {
-                let key = stat_key(&md);
-                let hit = self.input.cache.map.get(&path).filter(|c| c.key == key);
+            }
+            libc::S_IFREG => {
+                let key = stat_key(&st);
+                let hit = dcache
+                    .and_then(|d| d.get(name.unwrap_or_default()))
+                    .filter(|c| c.key == key);
                 match hit {
                     Some(c)
                         if key.size > cap
-                            || self.input.sink.is_none_or(|s| s.known.contains(&c.hash)) =>
+                            || self.sink.is_none_or(|s| s.known.contains(&c.hash)) =>
                     {
                         let entry = Entry {
                             kind: EntryKind::File,
@@ -405,43 +721,65 @@ impl Walker<'_> {
                         };
                         local.items.push((path, entry, Some(key)));
                     }
-                    _ => self.hash_file(&dir, name, path, cap, local)?,
+                    _ => self.hash_file(dir.as_fd(), cname, path, cap, local)?,
                 }
-            } else {
-                local.items.push((path, other_entry(&md), None));
             }
+            _ => local
+                .items
+                .push((path, other_entry(st.st_mode, st.st_rdev), None)),
         }
         Ok(())
     }
 
     fn hash_file(
         &self,
-        dir: &Dir,
-        name: &str,
+        dir: BorrowedFd,
+        name: &CStr,
         path: String,
         cap: u64,
         local: &mut Local,
     ) -> Result<()> {
-        let mut opts = OpenOptions::new();
-        opts.read(true)
-            .follow(FollowSymlinks::No)
-            .nonblock(true)
-            .custom_flags(libc::O_NOCTTY);
-        let f = match dir.open_with(name, &opts) {
-            Ok(f) => f,
-            Err(e) if is_gone(&e) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+        // O_NOFOLLOW: a symlink swapped in fails (ELOOP); O_NONBLOCK: a FIFO
+        // swapped in does not block the open (fstat then says what it is).
+        // SAFETY: a valid fd and a NUL-terminated one-component name.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY
+                    | libc::O_NOFOLLOW
+                    | libc::O_NONBLOCK
+                    | libc::O_NOCTTY
+                    | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            if is_gone(&e) {
+                return Ok(());
+            }
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
                 local.skipped.push(format!("{path}: permission denied"));
                 return Ok(());
             }
-            Err(e) => return Err(entry_err(&path)(e)),
-        };
+            return Err(entry_err(&path)(e));
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        let f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
         let md = f.metadata().map_err(entry_err(&path))?;
         if !md.is_file() {
-            local.items.push((path, other_entry(&md), None));
+            local
+                .items
+                .push((path, other_entry(md.mode(), md.rdev()), None));
             return Ok(());
         }
-        let key = stat_key(&md);
+        let key = StatKey {
+            size: md.size(),
+            mtime_ns: ns(md.mtime(), md.mtime_nsec()),
+            ctime_ns: ns(md.ctime(), md.ctime_nsec()),
+            ino: md.ino(),
+            mode: md.mode(),
+        };
         local.hashed += 1;
         let mut buf = Vec::with_capacity((key.size.min(cap) as usize).saturating_add(1));
         (&f).take(cap.saturating_add(1))
@@ -449,7 +787,7 @@ impl Walker<'_> {
             .map_err(entry_err(&path))?;
         let (hash, size, stored) = if buf.len() as u64 <= cap {
             let hash = blake3::hash(&buf);
-            if let Some(s) = self.input.sink {
+            if let Some(s) = self.sink {
                 s.offer(&hash, &buf)?;
             }
             (hash, buf.len() as u64, true)
@@ -484,27 +822,20 @@ fn dir_only_patterns(lines: &[String]) -> bool {
     })
 }
 
-/// Walks `root` and builds the snapshot (and, with a sink, stores every
-/// blob the latest checkpoint does not already hold).
-pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
-    let root = Arc::new(root.try_clone().map_err(entry_err(""))?);
-    let walker = Walker {
-        input,
-        excludes: build_excludes(input.settings)?,
-        dirs_only: dir_only_patterns(&input.settings.exclude),
-        start_ns: crate::now_ms() * 1_000_000,
-        count: AtomicU64::new(0),
-        queue: Mutex::new(Queue {
-            jobs: vec![Job {
-                parent: None,
-                name: String::new(),
-                rel: String::new(),
-            }],
-            active: 0,
-            stop: false,
-        }),
-        cv: Condvar::new(),
-    };
+/// Runs the parallel walk from `root` (a fresh open file description of
+/// it, so the caller's handle keeps its offset) and returns each worker's
+/// results.
+fn run_walk(root: &Dir, walker: &Walker, record: bool, git: GitCtx) -> Result<Vec<Local>> {
+    let dot = c".";
+    let root_fd = open_dir_at(root.as_fd(), dot).map_err(entry_err(""))?;
+    let root_fd = Arc::new(root_fd);
+    walker.lock().jobs.push(Job {
+        parent: None,
+        name: CString::default(),
+        rel: OsString::new(),
+        record,
+        git,
+    });
     // available_parallelism reads the cgroup's CPU quota files on every
     // call: once per daemon is enough.
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -516,7 +847,7 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     });
     let results: Vec<Result<Local>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
-            .map(|_| s.spawn(|| walker.worker(&root)))
+            .map(|_| s.spawn(|| walker.worker(&root_fd)))
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -526,18 +857,87 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
             })
             .collect()
     });
+    results.into_iter().collect()
+}
+
+fn new_walker<'a>(input: &WalkInput<'a>) -> Result<Walker<'a>> {
+    Ok(Walker {
+        settings: input.settings,
+        cache: input.cache,
+        sink: input.sink,
+        excludes: build_excludes(input.settings)?,
+        dirs_only: dir_only_patterns(&input.settings.exclude),
+        start_ns: crate::now_ms() * 1_000_000,
+        count: AtomicU64::new(0),
+        git_seen: AtomicU64::new(0),
+        git_incomplete: AtomicBool::new(false),
+        queue: Mutex::new(Queue {
+            jobs: Vec::new(),
+            active: 0,
+            stop: false,
+        }),
+        cv: Condvar::new(),
+    })
+}
+
+fn nested_git_of(walker: &Walker, locals: &mut [Local]) -> NestedGitScan {
+    NestedGitScan {
+        paths: locals
+            .iter_mut()
+            .flat_map(|l| std::mem::take(&mut l.git))
+            .collect(),
+        incomplete: walker.git_incomplete.load(Ordering::Relaxed),
+    }
+}
+
+/// Walks `root` recording nothing, for nested git control paths only
+/// (every directory but the root's own `.git` is searched, symlinks are
+/// never followed). An unreadable root gives an empty scan.
+pub fn scan_nested_git(root: &Dir) -> NestedGitScan {
+    let settings = CheckpointSettings::default();
+    let cache = StatCache::default();
+    let input = WalkInput {
+        settings: &settings,
+        cache: &cache,
+        sink: None,
+        nested_git: true,
+    };
+    let Ok(walker) = new_walker(&input) else {
+        return NestedGitScan::default();
+    };
+    match run_walk(root, &walker, false, GitCtx::Normal) {
+        Ok(mut locals) => nested_git_of(&walker, &mut locals),
+        Err(_) => NestedGitScan::default(),
+    }
+}
+
+/// Walks `root` and builds the snapshot (and, with a sink, stores every
+/// blob the latest checkpoint does not already hold; with
+/// `input.nested_git`, collects the nested git control paths in the same
+/// pass).
+pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
+    let walker = new_walker(input)?;
+    let git = if input.nested_git {
+        GitCtx::Normal
+    } else {
+        GitCtx::Ignore
+    };
+    let mut locals = run_walk(root, &walker, true, git)?;
+    let nested_git = input
+        .nested_git
+        .then(|| nested_git_of(&walker, &mut locals));
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     let mut new_keys = 0;
     let mut hashed_files = 0;
-    for r in results {
-        let mut l = r?;
+    for mut l in locals {
         hashed_files += l.hashed;
         items.append(&mut l.items);
         skipped.append(&mut l.skipped);
         new_keys += l.new_keys;
     }
-    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // One sorted run per worker: the stable sort merges them.
+    items.sort_by(|a, b| a.0.cmp(&b.0));
     skipped.sort();
 
     // The cache changes only when a file got a new cacheable key. Entries
@@ -546,15 +946,23 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     // cache is rewritten for them only once they are many, so a step that
     // touches one file does not rewrite the whole cache file.
     let cached_hits = items.iter().filter(|i| i.2.is_some()).count() - new_keys;
-    let stale = input.cache.map.len().saturating_sub(cached_hits);
-    let cache = if new_keys == 0 && stale <= STALE_MAX.max(input.cache.map.len() / 16) {
+    let stale = input.cache.len.saturating_sub(cached_hits);
+    let cache = if new_keys == 0 && stale <= STALE_MAX.max(input.cache.len / 16) {
         None
     } else {
-        let map: HashMap<String, CacheEntry> = items
-            .iter()
-            .filter_map(|(p, e, k)| k.map(|key| (p.clone(), CacheEntry { key, hash: e.hash })))
-            .collect();
-        Some(StatCache { map })
+        let mut c = StatCache::default();
+        for (p, e, k) in &items {
+            if let Some(key) = k {
+                c.insert(
+                    p,
+                    CacheEntry {
+                        key: *key,
+                        hash: e.hash,
+                    },
+                );
+            }
+        }
+        Some(c)
     };
 
     let (root_hash, trees) = build_trees(&mut items);
@@ -572,6 +980,7 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
             hashed_files,
         },
         cache,
+        nested_git,
     })
 }
 
@@ -588,40 +997,56 @@ fn name_of(p: &str) -> &str {
 fn build_trees(
     items: &mut [(String, Entry, Option<StatKey>)],
 ) -> (blake3::Hash, Vec<(blake3::Hash, Vec<u8>)>) {
-    let mut dir_index: HashMap<&str, usize> = HashMap::new();
+    // Directory ordinals: 0 is the root, then each directory item.
+    let mut dir_of: HashMap<&str, usize> = HashMap::new();
+    let mut dir_item: Vec<usize> = vec![usize::MAX];
+    dir_of.insert("", 0);
     for (i, it) in items.iter().enumerate() {
         if it.1.kind == EntryKind::Dir {
-            dir_index.insert(it.0.as_str(), i);
+            dir_of.insert(it.0.as_str(), dir_item.len());
+            dir_item.push(i);
         }
     }
-    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
-    let mut root_children = Vec::new();
+    // Children in path order, which is name order within one directory.
+    // Sorted siblings are mostly adjacent: reuse the last parent's lookup.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); dir_item.len()];
+    let mut last: Option<(&str, Option<usize>)> = None;
     for (i, it) in items.iter().enumerate() {
         let parent = parent_of(&it.0);
-        if parent.is_empty() {
-            root_children.push(i);
-        } else if let Some(&d) = dir_index.get(parent) {
-            children.entry(d).or_default().push(i);
+        let d = match last {
+            Some((p, d)) if p == parent => d,
+            _ => {
+                let d = dir_of.get(parent).copied();
+                last = Some((parent, d));
+                d
+            }
+        };
+        if let Some(d) = d {
+            children[d].push(i);
         }
     }
-    let mut dirs: Vec<usize> = dir_index.values().copied().collect();
-    drop(dir_index);
-    dirs.sort_unstable_by_key(|&i| std::cmp::Reverse(items[i].0.matches('/').count()));
-    let mut trees = Vec::with_capacity(dirs.len() + 1);
-    for d in dirs {
-        let kids = children.get(&d).map(Vec::as_slice).unwrap_or(&[]);
-        let bytes = encode_tree(kids.iter().map(|&k| (name_of(&items[k].0), &items[k].1)));
+    drop(dir_of);
+    let mut order: Vec<(usize, usize)> = (1..dir_item.len())
+        .map(|d| (items[dir_item[d]].0.matches('/').count(), d))
+        .collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    order.push((0, 0));
+    let mut trees = Vec::with_capacity(order.len());
+    let mut root = blake3::Hash::from_bytes([0; 32]);
+    for (_, d) in order {
+        let bytes = encode_tree(
+            children[d]
+                .iter()
+                .map(|&k| (name_of(&items[k].0), &items[k].1)),
+        );
         let h = blake3::hash(&bytes);
-        items[d].1.hash = h;
+        if d == 0 {
+            root = h;
+        } else {
+            items[dir_item[d]].1.hash = h;
+        }
         trees.push((h, bytes));
     }
-    let bytes = encode_tree(
-        root_children
-            .iter()
-            .map(|&k| (name_of(&items[k].0), &items[k].1)),
-    );
-    let root = blake3::hash(&bytes);
-    trees.push((root, bytes));
     (root, trees)
 }
 

@@ -35,12 +35,30 @@ pub(crate) struct CacheEntry {
     pub hash: blake3::Hash,
 }
 
+/// Entries grouped by directory (relative path, `""` for the root) and then
+/// by name: a walk looks a directory up once and its entries in a small
+/// map of their own, not 50,000 scattered lookups in one large one.
 #[derive(Debug, Default)]
 pub(crate) struct StatCache {
-    pub map: HashMap<String, CacheEntry>,
+    pub dirs: HashMap<String, HashMap<String, CacheEntry>>,
+    /// Entries over all directories.
+    pub len: usize,
+}
+
+fn split(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').unwrap_or(("", path))
 }
 
 impl StatCache {
+    /// Adds the entry of the file at `path` (relative, `/`-separated).
+    pub(crate) fn insert(&mut self, path: &str, e: CacheEntry) {
+        let (dir, name) = split(path);
+        let d = self.dirs.entry(dir.to_string()).or_default();
+        if d.insert(name.to_string(), e).is_none() {
+            self.len += 1;
+        }
+    }
+
     pub(crate) fn file_for(state_dir: &Path, workspace: &Path) -> PathBuf {
         let h = blake3::hash(workspace.as_os_str().as_encoded_bytes());
         state_dir
@@ -66,7 +84,7 @@ impl StatCache {
         }
         let mut r = &body[8..];
         let n = take_u64(&mut r)? as usize;
-        let mut map = HashMap::with_capacity(n.min(1 << 22));
+        let mut cache = StatCache::default();
         for _ in 0..n {
             let plen = take_u64(&mut r)? as usize;
             if r.len() < plen {
@@ -85,8 +103,8 @@ impl StatCache {
             let mut h = [0u8; 32];
             h.copy_from_slice(&r[..32]);
             r = &r[32..];
-            map.insert(
-                path,
+            cache.insert(
+                &path,
                 CacheEntry {
                     key: StatKey {
                         size,
@@ -99,16 +117,29 @@ impl StatCache {
                 },
             );
         }
-        r.is_empty().then_some(StatCache { map })
+        r.is_empty().then_some(cache)
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(16 + self.map.len() * 112);
+        let mut b = Vec::with_capacity(16 + self.len * 112);
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&(self.map.len() as u64).to_le_bytes());
-        for (p, e) in &self.map {
-            b.extend_from_slice(&(p.len() as u64).to_le_bytes());
-            b.extend_from_slice(p.as_bytes());
+        b.extend_from_slice(&(self.len as u64).to_le_bytes());
+        let all = self
+            .dirs
+            .iter()
+            .flat_map(|(d, m)| m.iter().map(move |(n, e)| (d, n, e)));
+        for (d, n, e) in all {
+            let plen = if d.is_empty() {
+                n.len()
+            } else {
+                d.len() + 1 + n.len()
+            };
+            b.extend_from_slice(&(plen as u64).to_le_bytes());
+            if !d.is_empty() {
+                b.extend_from_slice(d.as_bytes());
+                b.push(b'/');
+            }
+            b.extend_from_slice(n.as_bytes());
             for v in [
                 e.key.size,
                 e.key.mtime_ns as u64,

@@ -18,7 +18,7 @@ use super::records::{
     SideEffects,
 };
 use super::restore;
-use super::snapshot::{self, EntryKind, Sink, Snapshot, WalkInput};
+use super::snapshot::{self, EntryKind, NestedGitScan, Sink, Snapshot, WalkInput};
 use super::statcache::StatCache;
 use super::{store_err, CheckpointError, CheckpointSettings, Result};
 use crate::state::Db;
@@ -215,6 +215,7 @@ impl CheckpointStore {
         root: &Dir,
         settings: &CheckpointSettings,
         sink: Option<&Sink>,
+        nested_git: Option<&mut Option<NestedGitScan>>,
     ) -> Result<Snapshot> {
         let cache = self.stat_cache(ws);
         let out = snapshot::take(
@@ -223,8 +224,12 @@ impl CheckpointStore {
                 settings,
                 cache: &cache,
                 sink,
+                nested_git: nested_git.is_some(),
             },
         )?;
+        if let Some(n) = nested_git {
+            *n = out.nested_git;
+        }
         if let Some(new) = out.cache {
             // A lost cache write only costs rehashing: ignore errors.
             let _ = new.save(&StatCache::file_for(&self.inner.state_dir, ws));
@@ -241,7 +246,7 @@ impl CheckpointStore {
     pub fn snapshot(&self, workspace: &Path, settings: &CheckpointSettings) -> Result<Snapshot> {
         let ws = canonical(workspace)?;
         let root = open_root(&ws)?;
-        self.walk(&ws, &root, settings, None)
+        self.walk(&ws, &root, settings, None, None)
     }
 
     fn latest(&self, ws: &Path) -> Result<Option<Arc<Latest>>> {
@@ -338,8 +343,43 @@ impl CheckpointStore {
         let root = open_root(&ws)?;
         self.with_ws_lock(&ws, || {
             let base = base_id.map(Base::Id).unwrap_or(Base::Latest);
-            let (cp, _) = self.record_locked(&ws, &root, settings, kind, meta, base, None, None)?;
+            let (cp, _) =
+                self.record_locked(&ws, &root, settings, kind, meta, base, None, None, None)?;
             Ok(cp)
+        })
+    }
+
+    /// [`Self::pre_step`] (no `pre_id`) or [`Self::post_step`] that also
+    /// collects the control paths of nested git repositories in the same
+    /// walk ([`NestedGitScan`]; `crate::session::nested_git` uses them), so
+    /// a write-tier step walks the workspace twice, not four times.
+    pub fn step_with_nested_git(
+        &self,
+        workspace: &Path,
+        settings: &CheckpointSettings,
+        pre_id: Option<&str>,
+        meta: &CheckpointMeta,
+    ) -> Result<(Checkpoint, NestedGitScan)> {
+        let ws = canonical(workspace)?;
+        let root = open_root(&ws)?;
+        let (kind, base) = match pre_id {
+            None => (CheckpointKind::Pre, Base::Latest),
+            Some(id) => (CheckpointKind::Post, Base::Id(id)),
+        };
+        self.with_ws_lock(&ws, || {
+            let mut scan = None;
+            let (cp, _) = self.record_locked(
+                &ws,
+                &root,
+                settings,
+                kind,
+                meta,
+                base,
+                None,
+                None,
+                Some(&mut scan),
+            )?;
+            Ok((cp, scan.unwrap_or_default()))
         })
     }
 
@@ -354,6 +394,7 @@ impl CheckpointStore {
         base: Base,
         rollback: Option<(&str, &str, &str)>,
         given: Option<Snapshot>,
+        nested_git: Option<&mut Option<NestedGitScan>>,
     ) -> Result<(Checkpoint, Arc<Snapshot>)> {
         let latest = self.latest(ws)?;
         let empty = HashSet::new();
@@ -366,7 +407,7 @@ impl CheckpointStore {
                     known,
                     written: AtomicU64::new(0),
                 };
-                self.walk(ws, root, settings, Some(&sink))?
+                self.walk(ws, root, settings, Some(&sink), nested_git)?
             }
         };
         let mut new_bytes = snap.new_blob_bytes;
@@ -624,7 +665,7 @@ impl CheckpointStore {
                 let settings: CheckpointSettings =
                     serde_json::from_str(&settings_json).unwrap_or_default();
                 let root = open_root(&a.workspace)?;
-                let new = self.walk(&a.workspace, &root, &settings, None)?;
+                let new = self.walk(&a.workspace, &root, &settings, None, None)?;
                 changes = changes::diff(&old.entries, &new.entries);
                 self.add_patches(&mut changes, &Side::Store(&old), &Side::Workspace(&root));
             }
@@ -704,7 +745,7 @@ impl CheckpointStore {
                 known: &latest.known,
                 written: AtomicU64::new(0),
             };
-            let current = self.walk(&ws, &root, &settings, Some(&sink))?;
+            let current = self.walk(&ws, &root, &settings, Some(&sink), None)?;
             let mut base_id = latest.id.clone();
             let mut touched: BTreeSet<String> = BTreeSet::new();
             let mut current_arc = Arc::new(current);
@@ -750,6 +791,7 @@ impl CheckpointStore {
                         Base::Latest,
                         None,
                         Some(snap),
+                        None,
                     )?;
                     current_arc = snap;
                     // Drift is the user's own work, which a rollback never
@@ -828,6 +870,7 @@ impl CheckpointStore {
                 &meta,
                 Base::Id(&base_id),
                 Some((&rid, &target.id, &rollback_json)),
+                None,
                 None,
             )?;
             // Without a files rollback nothing was restored: the record's

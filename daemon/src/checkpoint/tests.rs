@@ -962,3 +962,83 @@ fn a_conversation_only_rollback_restores_and_reports_no_files() {
         "v3-user"
     );
 }
+
+/// The checkpoint walk collects nested git control paths in the same pass:
+/// the same set as a walk recording nothing, including repositories inside
+/// excluded directories (which are not recorded) and below a non-UTF-8
+/// directory name, never the workspace's own `.git`, never through a
+/// symlink; a step's post walk sees what the step planted.
+#[test]
+fn snapshot_walk_collects_nested_git_control_paths() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = Fixture::new();
+    f.write(".git/hooks/pre-commit", "own: not ours to judge");
+    f.write(".git/config", "[core]\n");
+    f.write("a/.git/config", "[core]\n\tbare = false\n");
+    f.write("a/.git/hooks/pre-push", "hook");
+    f.write("a/.git/objects/ab/cdef", "object: not a control path");
+    f.write(
+        "a/.git/sub/.git/config",
+        "inside a git dir: not a repository",
+    );
+    f.write(
+        "node_modules/dep/.git/hooks/post-checkout",
+        "hook in an excluded dir",
+    );
+    f.write("node_modules/dep/index.js", "x");
+    f.write("target/x/y/.git", "gitdir: ../../evil\n");
+    let ext = tempfile::tempdir().unwrap();
+    fs::create_dir_all(ext.path().join(".git/hooks")).unwrap();
+    fs::write(ext.path().join(".git/hooks/pre-commit"), "outside").unwrap();
+    symlink(ext.path(), f.ws().join("link")).unwrap();
+    let odd = f
+        .ws()
+        .join(std::ffi::OsStr::from_bytes(b"odd\xff/deep/.git/hooks"));
+    fs::create_dir_all(&odd).unwrap();
+    fs::write(odd.join("post-merge"), "hook under a non-UTF-8 name").unwrap();
+
+    let (pre, scan) = f
+        .store
+        .step_with_nested_git(f.ws(), &f.settings, None, &f.meta("s"))
+        .unwrap();
+    assert!(!scan.incomplete);
+    let paths: Vec<String> = scan
+        .paths
+        .keys()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "a/.git/config",
+            "a/.git/hooks/pre-push",
+            "node_modules/dep/.git/hooks/post-checkout",
+            "odd\u{fffd}/deep/.git/hooks/post-merge",
+            "target/x/y/.git",
+        ]
+    );
+    let alone = crate::checkpoint::scan_nested_git(
+        &cap_std::fs::Dir::open_ambient_dir(f.ws(), cap_std::ambient_authority()).unwrap(),
+    );
+    assert_eq!(alone, scan);
+    // Excluded directories are searched, not recorded.
+    let snap = f.store.snapshot(f.ws(), &f.settings).unwrap();
+    assert!(!snap.entries.keys().any(|p| p.starts_with("node_modules")));
+    assert!(snap.entries.contains_key("a/.git/objects/ab/cdef"));
+    // Fingerprints change with the content.
+    f.write("a/.git/hooks/pre-push", "hook, changed");
+    f.write("b/.git/hooks/pre-commit", "planted");
+    let (_, after) = f
+        .store
+        .step_with_nested_git(f.ws(), &f.settings, Some(&pre.id), &f.meta("s"))
+        .unwrap();
+    let pp = Path::new("a/.git/hooks/pre-push");
+    assert_ne!(after.paths[pp], scan.paths[pp]);
+    assert!(after
+        .paths
+        .contains_key(Path::new("b/.git/hooks/pre-commit")));
+    assert_eq!(
+        after.paths[Path::new("a/.git/config")],
+        scan.paths[Path::new("a/.git/config")]
+    );
+}

@@ -238,14 +238,54 @@ impl SessionManager {
         pre_id: Option<&str>,
         meta: &CheckpointMeta,
     ) -> Result<Option<Checkpoint>, SessionError> {
+        Ok(self
+            .checkpoint_step_scanning(session, pre_id, meta, false)
+            .await?
+            .0)
+    }
+
+    /// [`Self::checkpoint_step`]; with `nested_git`, the same walk also
+    /// collects the control paths of nested git repositories
+    /// ([`super::nested_git::Scan`], `Some` whenever a checkpoint was taken;
+    /// `None` when the policy disables checkpoints: then the caller scans
+    /// on its own).
+    pub async fn checkpoint_step_scanning(
+        self: &std::sync::Arc<Self>,
+        session: &Session,
+        pre_id: Option<&str>,
+        meta: &CheckpointMeta,
+        nested_git: bool,
+    ) -> Result<(Option<Checkpoint>, Option<super::nested_git::Scan>), SessionError> {
         let (mgr, s, m) = (self.clone(), session.clone(), meta.clone());
         let pre_id = pre_id.map(str::to_string);
-        tokio::task::spawn_blocking(move || match pre_id {
-            None => mgr.checkpoint_pre(&s, &m),
-            Some(id) => mgr.checkpoint_post(&s, &id, &m),
+        tokio::task::spawn_blocking(move || match (pre_id, nested_git) {
+            (id, true) => mgr.checkpoint_with_nested_git(&s, id.as_deref(), &m),
+            (None, false) => Ok((mgr.checkpoint_pre(&s, &m)?, None)),
+            (Some(id), false) => Ok((mgr.checkpoint_post(&s, &id, &m)?, None)),
         })
         .await
         .map_err(|e| SessionError::Internal(format!("checkpoint task: {e}")))?
+    }
+
+    /// The pre (no `pre_id`) or post checkpoint of a step and the nested
+    /// git scan of the same walk (blocking). `(None, None)` when the
+    /// session's policy disables checkpoints. Errors as
+    /// [`Self::checkpoint_pre`].
+    fn checkpoint_with_nested_git(
+        &self,
+        session: &Session,
+        pre_id: Option<&str>,
+        meta: &CheckpointMeta,
+    ) -> Result<(Option<Checkpoint>, Option<super::nested_git::Scan>), SessionError> {
+        let settings = &session.policy.file.checkpoint;
+        if !settings.enabled {
+            return Ok((None, None));
+        }
+        let meta = &self.with_audit_head(meta);
+        let (cp, scan) =
+            self.checkpoints
+                .step_with_nested_git(&session.workspace, settings, pre_id, meta)?;
+        Ok((Some(cp), Some(scan)))
     }
 }
 

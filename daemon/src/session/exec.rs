@@ -428,11 +428,10 @@ impl SessionManager {
         };
 
         ph.mark("gate");
-        // Nested git repositories' hooks and config, fingerprinted before
-        // the command (alongside the pre-checkpoint's walk) so that what it
-        // plants there is quarantined after it.
-        let nested_scan = (profile != Profile::SafeRead)
-            .then(|| tokio::spawn(super::nested_git::baseline(session.workspace.clone())));
+        // Nested git repositories' hooks and config are fingerprinted before
+        // the command (by the pre-checkpoint's walk) so that what it plants
+        // there is quarantined after it.
+        let scan_git = profile != Profile::SafeRead;
         // 3. Checkpoint (pre) of the workspace. A step whose pre-checkpoint
         // fails never runs (fail closed: full disk, unreadable workspace).
         let args_json = serde_json::json!({"command": p.command, "cwd": p.cwd}).to_string();
@@ -449,7 +448,10 @@ impl SessionManager {
             approval_ids: approval_id.iter().cloned().collect(),
             ..Default::default()
         };
-        let pre = match self.checkpoint_step(&session, None, &meta).await {
+        let (pre, pre_scan) = match self
+            .checkpoint_step_scanning(&session, None, &meta, scan_git)
+            .await
+        {
             Ok(pre) => pre,
             Err(e) => {
                 let exit = ExitSummary {
@@ -502,11 +504,11 @@ impl SessionManager {
                 &session.policy.file.sandbox.protected_in(&session.workspace),
             )
         };
-        let nested_before = match nested_scan {
-            // `baseline` never panics; a lost task is an empty baseline
-            // (fail closed, as in `baseline`).
-            Some(t) => Some(t.await.unwrap_or_default()),
-            None => None,
+        let nested_before = match (scan_git, pre_scan) {
+            (false, _) => None,
+            (true, Some(s)) => Some(s),
+            // Checkpoints disabled: a scan of its own.
+            (true, None) => Some(super::nested_git::baseline(session.workspace.clone()).await),
         };
         ph.mark("exec_start");
         let result = self
@@ -515,22 +517,28 @@ impl SessionManager {
         ph.mark("run");
         // 5. Checkpoint (post): the step's change set. A safe-read command ran
         // on a read-only workspace and needs none.
-        let post = match (&pre, profile) {
+        let (post, post_scan) = match (&pre, profile) {
             (Some(pre), prof) if prof != Profile::SafeRead => {
                 let mut m = meta.clone();
                 m.result_json = result.as_ref().ok().map(|s| journal_result(s).to_string());
-                match self.checkpoint_step(&session, Some(&pre.id), &m).await {
+                match self
+                    .checkpoint_step_scanning(&session, Some(&pre.id), &m, true)
+                    .await
+                {
                     Ok(cp) => cp,
                     Err(e) => {
                         tracing::error!(session = %session.id, error = %e, "post-checkpoint failed");
-                        None
+                        (None, None)
                     }
                 }
             }
-            _ => None,
+            _ => (None, None),
         };
         let (quarantined, nested_note) = match nested_before {
-            Some(before) => self.quarantine_nested_git(&session, before).await,
+            Some(before) => {
+                self.quarantine_nested_git(&session, before, post_scan)
+                    .await
+            }
             None => (Vec::new(), None),
         };
         let end = match &result {
@@ -814,15 +822,17 @@ impl SessionManager {
 }
 
 impl SessionManager {
-    /// Scans nested git repositories again after a command and quarantines
-    /// the control paths it created or changed ([`super::nested_git`]).
+    /// Quarantines the nested git control paths a command created or
+    /// changed ([`super::nested_git`]), comparing `before` with `after` (the
+    /// post-checkpoint's walk; `None`: scanned again here).
     /// Returns what was quarantined and the note for the command's stderr.
     async fn quarantine_nested_git(
         &self,
         session: &Session,
         before: super::nested_git::Scan,
+        after: Option<super::nested_git::Scan>,
     ) -> (Vec<String>, Option<String>) {
-        let c = super::nested_git::check_after(session.workspace.clone(), before).await;
+        let c = super::nested_git::check_after_with(session.workspace.clone(), before, after).await;
         let note = c.note("the command").map(|n| {
             n.lines()
                 .map(|l| format!("\n[warden: {l}]\n"))

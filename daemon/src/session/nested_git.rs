@@ -29,13 +29,11 @@
 //! directly in a directory (`HEAD`, `objects/`, `refs/`, `config` without a
 //! `.git`), which git discovers too unless `safe.bareRepository=explicit`.
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Most directory entries one scan visits; past it the scan stops and says
 /// so (the caller reports it).
-pub const MAX_SCAN_ENTRIES: usize = 1_000_000;
+pub const MAX_SCAN_ENTRIES: usize = crate::checkpoint::NESTED_GIT_MAX_ENTRIES as usize;
 
 /// Suffix given to a quarantined control path.
 pub const QUARANTINE_SUFFIX: &str = ".warden-blocked";
@@ -76,85 +74,21 @@ pub const SAFE_CONFIG_KEYS: &[&str] = &[
     "submodule.*.active",
 ];
 
-/// (device, inode, size, mtime ns, ctime ns).
-type Fingerprint = (u64, u64, u64, i128, i128);
-
 /// Git control paths of nested repositories, relative to the workspace root,
-/// with their fingerprints.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Scan {
-    pub paths: BTreeMap<PathBuf, Fingerprint>,
-    /// The scan stopped at [`MAX_SCAN_ENTRIES`].
-    pub incomplete: bool,
-}
-
-fn fingerprint(m: &std::fs::Metadata) -> Fingerprint {
-    (
-        m.dev(),
-        m.ino(),
-        m.size(),
-        m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-        m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
-    )
-}
+/// with their (device, inode, size, mtime ns, ctime ns) fingerprints. The
+/// walk that collects them is the checkpoint walk's
+/// ([`crate::checkpoint::NestedGitScan`]): a write-tier step gets them from
+/// its pre and post checkpoints, without a walk of its own.
+pub type Scan = crate::checkpoint::NestedGitScan;
 
 /// Walks `root` (never following symlinks, not entering the root's own
-/// `.git` nor any nested git dir beyond its control paths) and fingerprints
-/// every nested git control path.
+/// `.git` nor any nested git dir beyond its control paths, entering the
+/// directories checkpoints exclude) and fingerprints every nested git
+/// control path. A root that cannot be opened gives an empty scan.
 pub fn scan(root: &Path) -> Scan {
-    let mut out = Scan::default();
-    let mut seen = 0usize;
-    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            seen += 1;
-            if seen > MAX_SCAN_ENTRIES {
-                out.incomplete = true;
-                return out;
-            }
-            let Ok(ft) = e.file_type() else { continue };
-            let name = e.file_name();
-            let child = rel.join(&name);
-            if name == ".git" {
-                if rel.as_os_str().is_empty() {
-                    continue; // the workspace's own: protected by the sandbox
-                }
-                control_paths(root, &child, ft.is_dir(), &mut out);
-            } else if ft.is_dir() {
-                stack.push(child);
-            }
-        }
-    }
-    out
-}
-
-fn control_paths(root: &Path, gitdir: &Path, is_dir: bool, out: &mut Scan) {
-    let mut add = |rel: PathBuf| {
-        if let Ok(m) = std::fs::symlink_metadata(root.join(&rel)) {
-            out.paths.insert(rel, fingerprint(&m));
-        }
-    };
-    if !is_dir {
-        add(gitdir.to_path_buf());
-        return;
-    }
-    for f in ["config", "config.worktree", "commondir"] {
-        add(gitdir.join(f));
-    }
-    let hooks = gitdir.join("hooks");
-    match std::fs::symlink_metadata(root.join(&hooks)) {
-        Ok(m) if m.is_dir() => {
-            if let Ok(rd) = std::fs::read_dir(root.join(&hooks)) {
-                for e in rd.flatten() {
-                    add(hooks.join(e.file_name()));
-                }
-            }
-        }
-        Ok(_) => add(hooks),
-        Err(_) => {}
+    match cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) {
+        Ok(d) => crate::checkpoint::scan_nested_git(&d),
+        Err(_) => Scan::default(),
     }
 }
 
@@ -345,8 +279,19 @@ pub async fn baseline(root: PathBuf) -> Scan {
 /// [`check`] on a blocking thread. A check that cannot finish is reported
 /// as a failure (a warning to the caller), never as "nothing found".
 pub async fn check_after(root: PathBuf, before: Scan) -> Checked {
+    check_after_with(root, before, None).await
+}
+
+/// [`check_after`] with the scan after the writer already taken (`Some`: by
+/// the post-checkpoint's walk), else scanning again.
+pub async fn check_after_with(root: PathBuf, before: Scan, after: Option<Scan>) -> Checked {
     let fallback = before.clone();
-    match tokio::task::spawn_blocking(move || check(&root, &before)).await {
+    match tokio::task::spawn_blocking(move || {
+        let after = after.unwrap_or_else(|| scan(&root));
+        judge(&root, &before, after)
+    })
+    .await
+    {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("nested-git check failed: {e}");
@@ -366,7 +311,11 @@ pub async fn check_after(root: PathBuf, before: Scan) -> Checked {
 /// changed since `before` ([`quarantine`]); logs what it did. Blocking (a
 /// walk of the workspace): call it on a blocking thread.
 pub fn check(root: &Path, before: &Scan) -> Checked {
-    let after = scan(root);
+    judge(root, before, scan(root))
+}
+
+/// [`check`] with the scan after the writer already taken.
+pub fn judge(root: &Path, before: &Scan, after: Scan) -> Checked {
     let (done, failed) = quarantine(root, before, &after);
     let incomplete = before.incomplete || after.incomplete;
     if !done.is_empty() {
@@ -471,6 +420,27 @@ mod tests {
         // A second scan finds nothing new to do.
         let again = scan(root);
         assert!(quarantine(root, &after, &again).0.is_empty());
+    }
+
+    /// A workspace whose root cannot be opened scans empty; a FIFO named
+    /// like a control path is fingerprinted, never opened (no hang).
+    #[test]
+    fn missing_root_scans_empty_and_fifos_never_block() {
+        assert_eq!(scan(Path::new("/nonexistent/warden")), Scan::default());
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("s/.git/hooks")).unwrap();
+        nix::unistd::mkfifo(
+            &t.path().join("s/.git/hooks/pre-commit"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        nix::unistd::mkfifo(
+            &t.path().join("s/.git/config"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let s = scan(t.path());
+        assert_eq!(s.paths.len(), 2, "{s:?}");
     }
 
     #[test]
