@@ -27,7 +27,7 @@ use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
 use super::blobs::BlobStore;
-use super::statcache::{CacheEntry, StatCache, StatKey, RACY_MARGIN_NS};
+use super::statcache::{CacheEntry, Listing, StatCache, StatKey, RACY_MARGIN_NS};
 use super::{CheckpointError, CheckpointSettings, Result};
 
 /// Stale stat-cache entries tolerated before the cache is rewritten (or a
@@ -280,6 +280,10 @@ struct Local {
     new_keys: usize,
     hashed: u64,
     git: Vec<(PathBuf, GitFingerprint)>,
+    /// Directories read whose listing is cacheable (not racily clean).
+    listings: Vec<(String, Listing)>,
+    /// Directories whose cached listing was used.
+    listing_hits: Vec<String>,
     /// `getdents64(2)` buffer.
     buf: Vec<u8>,
 }
@@ -388,6 +392,17 @@ fn open_dir_at(dir: BorrowedFd, name: &CStr) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: `fd` was just opened and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstat(2)`.
+fn fstat(fd: BorrowedFd) -> std::io::Result<libc::stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid fd and a buffer of the right size.
+    if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so it filled `st`.
+    Ok(unsafe { st.assume_init() })
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)` of one component.
@@ -551,6 +566,28 @@ impl Walker<'_> {
             },
         };
         let dcache = self.cache.dirs.get(rel_str).filter(|_| job.record);
+        // A recorded directory whose stat key matches its cached listing is
+        // not read again; its key is taken before reading, so an entry
+        // added meanwhile changes the key the next walk compares.
+        let mut fresh: Option<Listing> = None;
+        if job.record {
+            let key = stat_key(&fstat(dir.as_fd()).map_err(entry_err(rel_str))?);
+            if let Some(l) = self.cache.listings.get(rel_str).filter(|l| l.key == key) {
+                for (name, d_type) in &l.names {
+                    let name = CStr::from_bytes_with_nul(name)
+                        .map_err(|_| entry_err(rel_str)(std::io::ErrorKind::InvalidData.into()))?;
+                    self.entry(&dir, &job, dcache, *d_type, name, local)?;
+                }
+                local.listing_hits.push(rel_str.to_string());
+                return Ok(());
+            }
+            if !self.racy(&key) {
+                fresh = Some(Listing {
+                    key,
+                    names: Vec::new(),
+                });
+            }
+        }
         let mut buf = std::mem::take(&mut local.buf);
         let res = (|| loop {
             let n = match getdents(dir.as_fd(), &mut buf) {
@@ -563,11 +600,25 @@ impl Walker<'_> {
             }
             for d in dirents(&buf[..n]) {
                 let (d_type, name) = d.map_err(entry_err(rel_str))?;
+                if let Some(l) = &mut fresh {
+                    if !matches!(name.to_bytes(), b"." | b"..") {
+                        l.names.push((name.to_bytes_with_nul().to_vec(), d_type));
+                    }
+                }
                 self.entry(&dir, &job, dcache, d_type, name, local)?;
             }
         })();
         local.buf = buf;
+        if let (Ok(()), Some(l)) = (&res, fresh) {
+            local.listings.push((rel_str.to_string(), l));
+        }
         res
+    }
+
+    /// Changed within [`RACY_MARGIN_NS`] of the walk start: not cacheable.
+    fn racy(&self, key: &StatKey) -> bool {
+        key.ctime_ns + RACY_MARGIN_NS >= self.start_ns
+            || key.mtime_ns + RACY_MARGIN_NS >= self.start_ns
     }
 
     fn entry(
@@ -798,8 +849,7 @@ impl Walker<'_> {
             std::io::copy(&mut &f, &mut h).map_err(entry_err(&path))?;
             (h.finalize(), h.count(), false)
         };
-        let racy = key.ctime_ns + RACY_MARGIN_NS >= self.start_ns
-            || key.mtime_ns + RACY_MARGIN_NS >= self.start_ns;
+        let racy = self.racy(&key);
         let entry = Entry {
             kind: EntryKind::File,
             mode: key.mode & 0o7777,
@@ -930,40 +980,57 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     let mut skipped = Vec::new();
     let mut new_keys = 0;
     let mut hashed_files = 0;
+    let mut listings = Vec::new();
+    let mut listing_hits = Vec::new();
     for mut l in locals {
         hashed_files += l.hashed;
         items.append(&mut l.items);
         skipped.append(&mut l.skipped);
         new_keys += l.new_keys;
+        listings.append(&mut l.listings);
+        listing_hits.append(&mut l.listing_hits);
     }
     // One sorted run per worker: the stable sort merges them.
     items.sort_by(|a, b| a.0.cmp(&b.0));
     skipped.sort();
 
-    // The cache changes only when a file got a new cacheable key. Entries
-    // of files gone or now racily clean are stale, never wrong (a hit needs
-    // the exact stat key, and a later file cannot get that ctime back): the
-    // cache is rewritten for them only once they are many, so a step that
-    // touches one file does not rewrite the whole cache file.
+    // The cache changes only when a file or a directory listing got a new
+    // cacheable key. Entries of files gone or now racily clean are stale,
+    // never wrong (a hit needs the exact stat key, and a later file cannot
+    // get that ctime back): the cache is rewritten for them only once they
+    // are many, so a step that touches one file does not rewrite the whole
+    // cache file.
     let cached_hits = items.iter().filter(|i| i.2.is_some()).count() - new_keys;
-    let stale = input.cache.len.saturating_sub(cached_hits);
-    let cache = if new_keys == 0 && stale <= STALE_MAX.max(input.cache.len / 16) {
-        None
-    } else {
-        let mut c = StatCache::default();
-        for (p, e, k) in &items {
-            if let Some(key) = k {
-                c.insert(
-                    p,
-                    CacheEntry {
-                        key: *key,
-                        hash: e.hash,
-                    },
-                );
+    let stale = input.cache.len.saturating_sub(cached_hits)
+        + input
+            .cache
+            .listings
+            .len()
+            .saturating_sub(listing_hits.len());
+    let cache =
+        if new_keys == 0 && listings.is_empty() && stale <= STALE_MAX.max(input.cache.len / 16) {
+            None
+        } else {
+            let mut c = StatCache::default();
+            for (p, e, k) in &items {
+                if let Some(key) = k {
+                    c.insert(
+                        p,
+                        CacheEntry {
+                            key: *key,
+                            hash: e.hash,
+                        },
+                    );
+                }
             }
-        }
-        Some(c)
-    };
+            c.listings = listings.into_iter().collect();
+            for h in listing_hits {
+                if let Some(l) = input.cache.listings.get(&h) {
+                    c.listings.insert(h, l.clone());
+                }
+            }
+            Some(c)
+        };
 
     let (root_hash, trees) = build_trees(&mut items);
     let new_blob_bytes = input

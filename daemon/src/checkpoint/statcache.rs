@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 /// the kernel's coarse clock tick (at most 10 ms at HZ=100).
 pub(crate) const RACY_MARGIN_NS: i64 = 50_000_000;
 
-const MAGIC: &[u8; 8] = b"wstat01\n";
+const MAGIC: &[u8; 8] = b"wstat02\n";
 
 /// The fields compared to decide that a file is unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,18 @@ pub(crate) struct CacheEntry {
     pub hash: blake3::Hash,
 }
 
+/// A directory's entry names as `getdents64(2)` gave them (each with its
+/// NUL, and its `d_type`), valid while the directory's own stat key is
+/// unchanged: creating, removing or renaming an entry sets the directory's
+/// mtime and ctime, and nothing but the clock sets a ctime (the idea of git's
+/// untracked cache, `Documentation/technical/index-format.txt`). A walk
+/// then stats those names without reading the directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Listing {
+    pub key: StatKey,
+    pub names: Vec<(Vec<u8>, u8)>,
+}
+
 /// Entries grouped by directory (relative path, `""` for the root) and then
 /// by name: a walk looks a directory up once and its entries in a small
 /// map of their own, not 50,000 scattered lookups in one large one.
@@ -43,6 +55,8 @@ pub(crate) struct StatCache {
     pub dirs: HashMap<String, HashMap<String, CacheEntry>>,
     /// Entries over all directories.
     pub len: usize,
+    /// Listings of directories by relative path (`""` for the root).
+    pub listings: HashMap<String, Listing>,
 }
 
 fn split(path: &str) -> (&str, &str) {
@@ -86,17 +100,8 @@ impl StatCache {
         let n = take_u64(&mut r)? as usize;
         let mut cache = StatCache::default();
         for _ in 0..n {
-            let plen = take_u64(&mut r)? as usize;
-            if r.len() < plen {
-                return None;
-            }
-            let path = std::str::from_utf8(&r[..plen]).ok()?.to_string();
-            r = &r[plen..];
-            let size = take_u64(&mut r)?;
-            let mtime_ns = take_u64(&mut r)? as i64;
-            let ctime_ns = take_u64(&mut r)? as i64;
-            let ino = take_u64(&mut r)?;
-            let mode = take_u64(&mut r)? as u32;
+            let path = take_str(&mut r)?;
+            let key = take_key(&mut r)?;
             if r.len() < 32 {
                 return None;
             }
@@ -104,18 +109,30 @@ impl StatCache {
             h.copy_from_slice(&r[..32]);
             r = &r[32..];
             cache.insert(
-                &path,
+                path,
                 CacheEntry {
-                    key: StatKey {
-                        size,
-                        mtime_ns,
-                        ctime_ns,
-                        ino,
-                        mode,
-                    },
+                    key,
                     hash: blake3::Hash::from_bytes(h),
                 },
             );
+        }
+        let n = take_u64(&mut r)? as usize;
+        for _ in 0..n {
+            let path = take_str(&mut r)?.to_string();
+            let key = take_key(&mut r)?;
+            let count = take_u64(&mut r)? as usize;
+            let mut names = Vec::with_capacity(count.min(1 << 16));
+            for _ in 0..count {
+                let name = take_bytes(&mut r)?;
+                let d_type = take_u64(&mut r)? as u8;
+                if name.is_empty() || name.contains(&0) || name.contains(&b'/') {
+                    return None;
+                }
+                let mut z = name.to_vec();
+                z.push(0);
+                names.push((z, d_type));
+            }
+            cache.listings.insert(path, Listing { key, names });
         }
         r.is_empty().then_some(cache)
     }
@@ -140,16 +157,21 @@ impl StatCache {
                 b.push(b'/');
             }
             b.extend_from_slice(n.as_bytes());
-            for v in [
-                e.key.size,
-                e.key.mtime_ns as u64,
-                e.key.ctime_ns as u64,
-                e.key.ino,
-                e.key.mode as u64,
-            ] {
-                b.extend_from_slice(&v.to_le_bytes());
-            }
+            put_key(&mut b, &e.key);
             b.extend_from_slice(e.hash.as_bytes());
+        }
+        b.extend_from_slice(&(self.listings.len() as u64).to_le_bytes());
+        for (p, l) in &self.listings {
+            b.extend_from_slice(&(p.len() as u64).to_le_bytes());
+            b.extend_from_slice(p.as_bytes());
+            put_key(&mut b, &l.key);
+            b.extend_from_slice(&(l.names.len() as u64).to_le_bytes());
+            for (z, d_type) in &l.names {
+                let name = z.strip_suffix(&[0]).unwrap_or(z);
+                b.extend_from_slice(&(name.len() as u64).to_le_bytes());
+                b.extend_from_slice(name);
+                b.extend_from_slice(&(*d_type as u64).to_le_bytes());
+            }
         }
         let sum = blake3::hash(&b);
         b.extend_from_slice(sum.as_bytes());
@@ -177,4 +199,40 @@ fn take_u64(r: &mut &[u8]) -> Option<u64> {
     let (a, rest) = r.split_at(8);
     *r = rest;
     Some(u64::from_le_bytes(a.try_into().ok()?))
+}
+
+fn take_bytes<'a>(r: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let n = take_u64(r)? as usize;
+    if r.len() < n {
+        return None;
+    }
+    let (a, rest) = r.split_at(n);
+    *r = rest;
+    Some(a)
+}
+
+fn take_str<'a>(r: &mut &'a [u8]) -> Option<&'a str> {
+    std::str::from_utf8(take_bytes(r)?).ok()
+}
+
+fn take_key(r: &mut &[u8]) -> Option<StatKey> {
+    Some(StatKey {
+        size: take_u64(r)?,
+        mtime_ns: take_u64(r)? as i64,
+        ctime_ns: take_u64(r)? as i64,
+        ino: take_u64(r)?,
+        mode: take_u64(r)? as u32,
+    })
+}
+
+fn put_key(b: &mut Vec<u8>, k: &StatKey) {
+    for v in [
+        k.size,
+        k.mtime_ns as u64,
+        k.ctime_ns as u64,
+        k.ino,
+        k.mode as u64,
+    ] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
 }

@@ -1042,3 +1042,65 @@ fn snapshot_walk_collects_nested_git_control_paths() {
         scan.paths[Path::new("a/.git/config")]
     );
 }
+
+/// A directory whose stat key is unchanged is not read again (its cached
+/// listing is used), and every way of changing its entries — create,
+/// delete, rename within and across directories, a new subdirectory, a
+/// symlink, a file swapped for a directory — is seen, by this store and by
+/// a new one reading the cache file; so is an entry created right after a
+/// walk cached the listing (a cached listing never hides a change).
+#[test]
+fn cached_directory_listings_never_hide_entry_changes() {
+    let fx = Fixture::new();
+    for i in 0..20 {
+        fx.write(&format!("d{}/f{i}.txt", i % 4), &format!("content {i}"));
+    }
+    settle();
+    let first = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    let names = |s: &Snapshot| s.entries.keys().cloned().collect::<Vec<_>>();
+    let fresh = |fx: &Fixture| {
+        let store2 = CheckpointStore::open(fx._state.path(), fx.store.db().clone()).unwrap();
+        store2.snapshot(fx.ws(), &fx.settings).unwrap()
+    };
+    assert_eq!(names(&fresh(&fx)), names(&first));
+    fx.write("d0/new.txt", "new");
+    fs::remove_file(fx.ws().join("d1/f1.txt")).unwrap();
+    fs::rename(fx.ws().join("d2/f2.txt"), fx.ws().join("d2/moved.txt")).unwrap();
+    fs::rename(fx.ws().join("d3/f3.txt"), fx.ws().join("d0/across.txt")).unwrap();
+    fx.write("d1/sub/deep.txt", "deep");
+    symlink("f5.txt", fx.ws().join("d1/link")).unwrap();
+    fs::remove_file(fx.ws().join("d3/f7.txt")).unwrap();
+    fx.write("d3/f7.txt/inner.txt", "now a directory");
+    let mut want = names(&first);
+    want.retain(|p| !["d1/f1.txt", "d2/f2.txt", "d3/f3.txt"].contains(&p.as_str()));
+    want.extend(
+        [
+            "d0/new.txt",
+            "d2/moved.txt",
+            "d0/across.txt",
+            "d1/sub",
+            "d1/sub/deep.txt",
+            "d1/link",
+            "d3/f7.txt/inner.txt",
+        ]
+        .map(String::from),
+    );
+    want.sort();
+    for s in [
+        fx.store.snapshot(fx.ws(), &fx.settings).unwrap(),
+        fresh(&fx),
+    ] {
+        assert_eq!(names(&s), want);
+        assert_eq!(s.entries["d3/f7.txt"].kind, EntryKind::Dir);
+        assert_eq!(s.entries["d1/link"].kind, EntryKind::Symlink);
+    }
+    // Listings cached after the changes settle; a create right after a
+    // walk is still seen.
+    settle();
+    fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    fx.write("d2/late.txt", "late");
+    let s = fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
+    assert!(s.entries.contains_key("d2/late.txt"));
+}
