@@ -58,6 +58,31 @@ fn exec_usage_errors_exit_125_and_help_exits_0() {
     let out = d.run(&["exec", "--timeout", "0", "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(stderr(&out).contains("--timeout"), "{}", stderr(&out));
+    // A mistyped option is a usage error, never part of the command.
+    let out = d.run(&["exec", "--timout", "5", "--", "echo", "hi"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--timout"), "{}", stderr(&out));
+    // Hidden paths (daemon state, runtime dirs such as /run) cannot be a
+    // workspace: refused when the session opens, before any checkpoint
+    // copies the tree.
+    let run_ws = tempfile::Builder::new()
+        .prefix("warden-ws-")
+        .tempdir_in("/run")
+        .unwrap();
+    let out = d.run(&[
+        "exec",
+        "--workspace",
+        run_ws.path().to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    // A one-shot session that cannot open is Warden's failure: 125.
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("overlaps"), "{}", stderr(&out));
+    assert!(
+        d.run(&["checkpoint", "list", "--json"]).stdout.is_empty(),
+        "no checkpoint of the refused workspace"
+    );
     let out = d.run(&["exec", "--help"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = d.run(&["--version"]);

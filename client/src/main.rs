@@ -71,6 +71,25 @@ fn subcommand_word() -> Option<String> {
     None
 }
 
+/// A failed write to standard output or error because its reader went away
+/// (`println!` panics with EPIPE, os error 32) ends the process with 141,
+/// the shell's code for SIGPIPE; every other panic keeps the default report.
+fn quiet_on_broken_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to std") && msg.contains("os error 32") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -98,10 +117,11 @@ fn main() {
         command => {
             // Like other Unix tools, end quietly when the reader of our
             // output goes away (`warden checkpoint list | head`) instead of
-            // panicking on EPIPE. The daemon keeps Rust's default (ignored).
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            }
+            // panicking on EPIPE: exit 141 as if killed by SIGPIPE. SIGPIPE
+            // itself stays ignored (Rust's default), so a daemon connection
+            // closed under us is an error the client handles, never a death
+            // after the work is done.
+            quiet_on_broken_stdout();
             // `warden exec` is one streaming call: a runtime on this thread
             // does it without starting worker threads (measured: less CPU
             // per exec, fewer context switches); the others keep two workers.

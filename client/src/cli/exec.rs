@@ -52,8 +52,10 @@ pub struct ExecArgs {
     /// Print events as JSON lines on standard output instead of raw output.
     #[arg(long)]
     pub json: bool,
-    /// The command: joined with spaces and run by `bash -c`.
-    #[arg(required = true, allow_hyphen_values = true, value_name = "WORDS")]
+    /// The command: joined with spaces and run by `bash -c`. Options of
+    /// `warden exec` come first; a mistyped one is a usage error (125), not
+    /// part of the command (put `--` before a command starting with `-`).
+    #[arg(required = true, value_name = "WORDS")]
     pub words: Vec<String>,
 }
 

@@ -476,6 +476,18 @@ impl Spawner {
         h.push(path.into());
     }
 
+    /// The hidden path that `p` (absolute, canonical) contains or lies
+    /// inside, if any: a workspace there would be refused by every spawn.
+    pub fn hidden_overlap(&self, p: &Path) -> Option<PathBuf> {
+        let h = self.inner.hidden.lock().unwrap_or_else(|p| p.into_inner());
+        h.iter()
+            .find(|h| {
+                let h = std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf());
+                p.starts_with(&h) || h.starts_with(p)
+            })
+            .cloned()
+    }
+
     /// Spawns `req` with stdin on `/dev/null` and stdout/stderr on the given
     /// fds (the write ends of pipes the caller reads), and returns once the
     /// sandbox is set up and `execve` is under way.

@@ -671,7 +671,8 @@ impl SessionManager {
             None
         };
         let req = SpawnRequest {
-            argv: vec!["bash".into(), "-c".into(), command.to_string()],
+            // `--`: a command starting with `-` is a command, not an option.
+            argv: vec!["bash".into(), "-c".into(), "--".into(), command.to_string()],
             env: base_env(),
             workspace: session.workspace.clone(),
             cwd,

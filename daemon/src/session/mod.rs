@@ -244,6 +244,15 @@ impl SessionManager {
     ) -> Result<Session, SessionError> {
         self.check_running()?;
         let root = validate_workspace(workspace, &self.state_dir, peer)?;
+        // Refused here, before any checkpoint copies it: every command in it
+        // would be refused by the sandbox anyway.
+        if let Some(h) = self.spawner().hidden_overlap(&root) {
+            return Err(SessionError::PermissionDenied(format!(
+                "workspace {} overlaps {}, which no sandboxed command may see (daemon state or runtime files): use a project directory",
+                root.display(),
+                h.display()
+            )));
+        }
         let policy = if policy_toml.is_empty() {
             self.default_policy()
         } else {
