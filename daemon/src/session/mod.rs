@@ -278,9 +278,10 @@ impl SessionManager {
         // needs the disk before then: a session lost to a power loss had
         // no effect yet).
         crate::state::write_deferred(&mut self.db.lock(), |tx| {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO sessions (id, workspace, policy_name, policy_hash, policy_toml, state, peer_uid, labels_json, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8)",
-                params![
+            )?
+            .execute(params![
                     session.id,
                     session.workspace.to_string_lossy(),
                     session.policy.name,
@@ -289,8 +290,7 @@ impl SessionManager {
                     session.peer_uid,
                     labels_json,
                     session.created_at_ms
-                ],
-            )
+                ])
         })?;
         tracing::info!(session = %session.id, workspace = %session.workspace.display(), policy = %session.policy.name, "session created");
         Ok(session)
@@ -306,8 +306,10 @@ impl SessionManager {
         let row = self
             .db
             .lock()
-            .query_row(
+            .prepare_cached(
                 "SELECT id, workspace, policy_name, policy_toml, state, peer_uid, labels_json, created_at_ms, closed_at_ms FROM sessions WHERE id = ?1",
+            )?
+            .query_row(
                 [id],
                 |r| {
                     Ok((
@@ -383,10 +385,10 @@ impl SessionManager {
             // open (its grants and pending requests end below regardless,
             // and a later close is idempotent).
             crate::state::write_deferred(&mut self.db.lock(), |tx| {
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE sessions SET state = 'closed', closed_at_ms = ?2 WHERE id = ?1 AND state = 'open'",
-                    params![id, crate::now_ms()],
-                )
+                )?
+                .execute(params![id, crate::now_ms()])
             })?;
         }
         // Pending requests expire and grants end with the session.
