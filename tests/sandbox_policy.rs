@@ -341,6 +341,65 @@ fn full_landlock_requirement_refuses_rather_than_running_weaker() {
 /// reported on stderr and in the `exec_end` audit record), so the user's
 /// own `git status` / `git commit` there runs nothing; a nested repository
 /// made the ordinary way (`git init`, `git config user.name`) is untouched.
+/// A checkpoint is taken after a command and before its quarantine, so it
+/// holds the planted hook: rolling back to it must not bring the hook back
+/// live (the rollback is a writer like any other; red-team finding).
+#[test]
+fn rollback_does_not_restore_a_quarantined_nested_hook() {
+    let d = daemon(&[], &[]);
+    let pol = policy(d.dir.path(), "");
+    let ws = workspace();
+    let w = ws.path();
+    let host = tempfile::Builder::new()
+        .prefix("wd-rb-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let pwned = host.path().join("pwned");
+    let o = exec(&d, w, &pol, "git init -q sub && echo ok");
+    assert_eq!(o.status.code(), Some(0), "{:?}", events(&o));
+    let plant = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > sub/.git/hooks/post-checkout && chmod 755 sub/.git/hooks/post-checkout && echo planted",
+        pwned.display()
+    );
+    let o = exec(&d, w, &pol, &plant);
+    let evs = events(&o);
+    assert!(stderr_of(&evs).contains("quarantined"), "{evs:?}");
+    let post = evs
+        .iter()
+        .find(|e| e["event"] == "checkpoint" && e["kind"] == "post")
+        .and_then(|e| e["id"].as_str())
+        .expect("post checkpoint")
+        .to_string();
+    // Writing the path again (quarantined again) puts it into a later
+    // change set, which is what a rollback restores.
+    let o = exec(&d, w, &pol, "echo harmless > sub/.git/hooks/post-checkout");
+    assert!(stderr_of(&events(&o)).contains("quarantined"));
+    let o = exec(&d, w, &pol, "echo step > notes.txt");
+    assert_eq!(o.status.code(), Some(0), "{:?}", events(&o));
+    let rb = d
+        .warden()
+        .args(["rollback", &post, "--json"])
+        .output()
+        .unwrap();
+    let out =
+        String::from_utf8_lossy(&rb.stdout).to_string() + &String::from_utf8_lossy(&rb.stderr);
+    assert!(rb.status.success(), "{out}");
+    assert!(out.contains("quarantined"), "{out}");
+    assert!(!w.join("sub/.git/hooks/post-checkout").exists(), "{out}");
+    assert!(
+        w.join("notes.txt").exists() == false,
+        "the rollback itself happened: {out}"
+    );
+    let g = std::process::Command::new("git")
+        .arg("-C")
+        .arg(w.join("sub"))
+        .args(["-c", "safe.directory=*", "checkout", "-q", "-b", "x"])
+        .output()
+        .unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    assert!(!pwned.exists(), "the planted hook ran on the host");
+}
+
 #[test]
 fn nested_git_hooks_and_config_planted_by_a_command_are_quarantined() {
     let d = daemon(&[], &[]);

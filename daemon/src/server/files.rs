@@ -238,6 +238,9 @@ impl Files for FilesService {
                 let base = (!r.base_hash.is_empty()).then_some(r.base_hash.as_str());
                 let mode = (r.mode != 0).then_some(r.mode);
                 let meta = mgr.file_tool_meta(s, &call, &args);
+                // One writer per workspace (see SessionManager::exec).
+                let step_lock = mgr.checkpoints().step_lock(&s.workspace);
+                let _one_writer = step_lock.blocking_lock();
                 let pre = checkpoint_pre(&mgr, &key, s, &meta)?;
                 journal_begin(&mgr, &key, pre.as_ref())?;
                 let c = ws.write_file(&r.path, &r.content, base, mode);
@@ -302,6 +305,9 @@ impl Files for FilesService {
                 let _in_flight = journal_plan(&mgr, &key, s, &r.step_id, "apply_patch", &args)?;
                 gate(&mgr, &key, peer, s, &call)?;
                 let meta = mgr.file_tool_meta(s, &call, &args);
+                // One writer per workspace (see SessionManager::exec).
+                let step_lock = mgr.checkpoints().step_lock(&s.workspace);
+                let _one_writer = step_lock.blocking_lock();
                 let pre = checkpoint_pre(&mgr, &key, s, &meta)?;
                 journal_begin(&mgr, &key, pre.as_ref())?;
                 let changes = ws.apply_patch(&r.patch);

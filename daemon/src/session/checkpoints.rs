@@ -172,7 +172,27 @@ impl SessionManager {
         opts: &RollbackOptions,
     ) -> Result<RollbackReport, SessionError> {
         let cp = self.owned_checkpoint(peer, id)?;
-        let report = self.checkpoints.rollback(&cp.id, opts)?;
+        let ws = cp.workspace.clone();
+        // One writer per workspace (see SessionManager::exec).
+        let step_lock = self.checkpoints.step_lock(&ws);
+        let _one_writer = step_lock.blocking_lock();
+        // A rollback writes files like any other writer: nested git hooks
+        // and config it brings back (a checkpoint taken after a command
+        // planted them, before their quarantine) are quarantined again.
+        let before = super::nested_git::scan(&ws);
+        let mut report = self.checkpoints.rollback(&cp.id, opts)?;
+        let checked = super::nested_git::check(&ws, &before);
+        for p in &checked.done {
+            report.not_restored.push(format!(
+                "{p}: quarantined (renamed *{}): a nested repository's git hook/config would run code on your next git command",
+                super::nested_git::QUARANTINE_SUFFIX
+            ));
+        }
+        for (p, e) in &checked.failed {
+            report
+                .not_restored
+                .push(format!("{p}: WARNING: a nested git hook/config could not be quarantined ({e}); inspect it before running git there"));
+        }
         self.audit_rollback(peer, &cp, opts, &report)?;
         Ok(report)
     }

@@ -428,6 +428,17 @@ impl SessionManager {
         };
 
         ph.mark("gate");
+        // One writer per workspace from the pre-checkpoint until the
+        // nested-git quarantine: two commands at once could otherwise hide
+        // a planted hook from each other's before/after scans, and each
+        // one's checkpoints would carry the other's changes. (A safe-read
+        // command cannot change the workspace.)
+        let step_lock = (profile != Profile::SafeRead)
+            .then(|| self.checkpoints().step_lock(&session.workspace));
+        let _one_writer = match &step_lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
         // Nested git repositories' hooks and config are fingerprinted before
         // the command (by the pre-checkpoint's walk) so that what it plants
         // there is quarantined after it.
