@@ -158,6 +158,7 @@ fn main() {
         assert_eq!(s.hashed_files, 0, "an unchanged re-snapshot hashed files");
         resnap.push(t);
     }
+    store.wait_for_stat_cache_writes();
     let mut resnap_cold = Vec::new();
     for _ in 0..runs {
         let (t, s) = time(|| {

@@ -43,7 +43,30 @@ struct Inner {
     ws_locks: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
     step_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     caches: Mutex<HashMap<PathBuf, Arc<StatCache>>>,
+    /// Stat-cache files being written off the critical path, and the
+    /// generation of the newest queued / written cache of each file (an
+    /// older write never replaces a newer one; the lock also serializes
+    /// writers of one temp file).
+    cache_writes: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    cache_gen: std::sync::atomic::AtomicU64,
+    cache_written: Arc<Mutex<HashMap<PathBuf, u64>>>,
     latest: Mutex<HashMap<PathBuf, Arc<Latest>>>,
+}
+
+impl Inner {
+    fn wait_for_cache_writes(&self) {
+        let pending =
+            std::mem::take(&mut *self.cache_writes.lock().unwrap_or_else(|p| p.into_inner()));
+        for h in pending {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.wait_for_cache_writes();
+    }
 }
 
 /// Checkpoints of every workspace, over one state dir. Cheap to clone.
@@ -151,6 +174,9 @@ impl CheckpointStore {
                 ws_locks: Mutex::new(HashMap::new()),
                 step_locks: Mutex::new(HashMap::new()),
                 caches: Mutex::new(HashMap::new()),
+                cache_writes: Mutex::new(Vec::new()),
+                cache_gen: std::sync::atomic::AtomicU64::new(0),
+                cache_written: Arc::new(Mutex::new(HashMap::new())),
                 latest: Mutex::new(HashMap::new()),
             }),
         })
@@ -231,12 +257,46 @@ impl CheckpointStore {
             *n = out.nested_git;
         }
         if let Some(new) = out.cache {
-            // A lost cache write only costs rehashing: ignore errors.
-            let _ = new.save(&StatCache::file_for(&self.inner.state_dir, ws));
+            let new = Arc::new(new);
             let mut m = self.inner.caches.lock().unwrap_or_else(|p| p.into_inner());
-            m.insert(ws.to_path_buf(), Arc::new(new));
+            m.insert(ws.to_path_buf(), new.clone());
+            drop(m);
+            self.write_stat_cache(StatCache::file_for(&self.inner.state_dir, ws), new);
         }
         Ok(out.snapshot)
+    }
+
+    /// Writes a stat cache file on a thread of its own: the file is a
+    /// checksummed hint (a torn, lost or older one only costs rehashing,
+    /// never a wrong hash: a hit needs the exact stat key), so the step does
+    /// not wait for it.
+    fn write_stat_cache(&self, path: PathBuf, cache: Arc<StatCache>) {
+        use std::sync::atomic::Ordering;
+        let gen = self.inner.cache_gen.fetch_add(1, Ordering::Relaxed) + 1;
+        let written = self.inner.cache_written.clone();
+        let h = std::thread::spawn(move || {
+            let mut w = written.lock().unwrap_or_else(|p| p.into_inner());
+            if w.get(&path).is_some_and(|&g| g > gen) {
+                return;
+            }
+            // A lost cache write only costs rehashing: ignore errors.
+            let _ = cache.save(&path);
+            w.insert(path, gen);
+        });
+        let mut pending = self
+            .inner
+            .cache_writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        pending.retain(|h| !h.is_finished());
+        pending.push(h);
+    }
+
+    /// Waits until every stat-cache file this store queued is written (a
+    /// benchmark or test that opens a second store on the same state dir;
+    /// dropping the last handle of a store waits as well).
+    pub fn wait_for_stat_cache_writes(&self) {
+        self.inner.wait_for_cache_writes();
     }
 
     /// Snapshots `workspace` without recording anything (no blobs stored).

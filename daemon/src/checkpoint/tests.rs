@@ -199,6 +199,7 @@ fn unchanged_resnapshot_hashes_nothing_and_survives_a_new_store() {
     assert_eq!(again.hashed_files, 0);
     assert_eq!(again.root, first.root);
     // A new store (a restarted daemon) reads the cache file.
+    fx.store.wait_for_stat_cache_writes();
     let store2 = CheckpointStore::open(fx._state.path(), fx.store.db().clone()).unwrap();
     let s3 = store2.snapshot(fx.ws(), &fx.settings).unwrap();
     assert_eq!(s3.hashed_files, 0);
@@ -1060,6 +1061,7 @@ fn cached_directory_listings_never_hide_entry_changes() {
     fx.store.snapshot(fx.ws(), &fx.settings).unwrap();
     let names = |s: &Snapshot| s.entries.keys().cloned().collect::<Vec<_>>();
     let fresh = |fx: &Fixture| {
+        fx.store.wait_for_stat_cache_writes();
         let store2 = CheckpointStore::open(fx._state.path(), fx.store.db().clone()).unwrap();
         store2.snapshot(fx.ws(), &fx.settings).unwrap()
     };
