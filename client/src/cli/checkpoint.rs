@@ -82,10 +82,33 @@ pub fn change_line(c: &pb::FileChange) -> String {
         String::new()
     };
     if c.kind == "renamed" {
-        format!("{tag} {} -> {}{dir}{mode}", c.from_path, c.path)
+        format!(
+            "{tag} {} -> {}{dir}{mode}",
+            printable(&c.from_path),
+            printable(&c.path)
+        )
     } else {
-        format!("{tag} {}{dir}{mode}", c.path)
+        format!("{tag} {}{dir}{mode}", printable(&c.path))
     }
+}
+
+/// A path as one terminal-safe line: control characters (newline, escape,
+/// carriage return, ...) and backslashes escaped as Rust does (`\n`,
+/// `\u{1b}`), so a file name can neither forge a line of the listing nor
+/// drive the terminal. The JSON output keeps the exact path.
+pub fn printable(p: &str) -> String {
+    if !p.chars().any(|c| c.is_control() || c == '\\') {
+        return p.to_string();
+    }
+    p.chars()
+        .map(|c| {
+            if c.is_control() || c == '\\' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A checkpoint as JSON (the `list --json` fields, plus details for `show`).
@@ -229,5 +252,16 @@ pub async fn run(args: CheckpointArgs, global: &GlobalArgs) -> i32 {
             }
             0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn paths_print_on_one_safe_line() {
+        assert_eq!(super::printable("src/main.rs"), "src/main.rs");
+        assert_eq!(super::printable("nl\nM fake.txt"), "nl\\nM fake.txt");
+        assert_eq!(super::printable("\x1b[2K\rx"), "\\u{1b}[2K\\rx");
+        assert_eq!(super::printable("a\\n"), "a\\\\n");
     }
 }

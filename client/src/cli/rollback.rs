@@ -98,7 +98,7 @@ pub async fn run(args: RollbackArgs, global: &GlobalArgs) -> i32 {
         println!("  {}", change_line(c));
     }
     for n in &r.not_restored {
-        println!("not restored: {n}");
+        println!("not restored: {}", super::checkpoint::printable(n));
     }
     if !r.archived_branch_id.is_empty() {
         println!(
