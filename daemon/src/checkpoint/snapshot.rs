@@ -34,6 +34,13 @@ use super::{CheckpointError, CheckpointSettings, Result};
 /// sixteenth of the entries, when more).
 const STALE_MAX: usize = 256;
 
+/// New cacheable keys (files and directory listings) left out of the cache
+/// while they are this few and their files this small (bytes): rehashing
+/// them on the next walk is cheaper than rebuilding and rewriting the
+/// whole cache, which a step that edits one file would otherwise do.
+const FEW_NEW: usize = 16;
+const FEW_NEW_BYTES: u64 = 1 << 20;
+
 /// What a snapshot entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -187,8 +194,18 @@ pub(crate) struct WalkOutput {
     pub snapshot: Snapshot,
     /// With [`WalkInput::nested_git`].
     pub nested_git: Option<NestedGitScan>,
-    /// The new stat cache, `None` when unchanged.
-    pub cache: Option<StatCache>,
+    /// How the stat cache changes, `None` when it does not.
+    pub cache: Option<CacheUpdate>,
+    /// Write the new cache to its file too (else it is kept in memory).
+    pub persist_cache: bool,
+}
+
+/// A change of the stat cache after a walk.
+pub(crate) enum CacheUpdate {
+    /// A new cache (write it to its file too).
+    Replace(StatCache),
+    /// A few new entries and listings to add to the cache in memory.
+    Add(Vec<(String, CacheEntry)>, Vec<(String, Listing)>),
 }
 
 pub(crate) fn build_excludes(
@@ -278,6 +295,10 @@ struct Local {
     skipped: Vec<String>,
     /// Files hashed whose stat key is cacheable (not racily clean).
     new_keys: usize,
+    /// Bytes of those files.
+    new_key_bytes: u64,
+    /// Those files' cache entries.
+    new_entries: Vec<(String, CacheEntry)>,
     hashed: u64,
     git: Vec<(PathBuf, GitFingerprint)>,
     /// Directories read whose listing is cacheable (not racily clean).
@@ -858,6 +879,12 @@ impl Walker<'_> {
             stored,
         };
         local.new_keys += usize::from(!racy);
+        if !racy {
+            local.new_key_bytes += size;
+            local
+                .new_entries
+                .push((path.clone(), CacheEntry { key, hash }));
+        }
         local.items.push((path, entry, (!racy).then_some(key)));
         Ok(())
     }
@@ -979,6 +1006,8 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     let mut new_keys = 0;
+    let mut new_key_bytes = 0;
+    let mut new_entries = Vec::new();
     let mut hashed_files = 0;
     let mut listings = Vec::new();
     let mut listing_hits = Vec::new();
@@ -987,6 +1016,8 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
         items.append(&mut l.items);
         skipped.append(&mut l.skipped);
         new_keys += l.new_keys;
+        new_key_bytes += l.new_key_bytes;
+        new_entries.append(&mut l.new_entries);
         listings.append(&mut l.listings);
         listing_hits.append(&mut l.listing_hits);
     }
@@ -999,7 +1030,7 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
     // never wrong (a hit needs the exact stat key, and a later file cannot
     // get that ctime back): the cache is rewritten for them only once they
     // are many, so a step that touches one file does not rewrite the whole
-    // cache file.
+    // cache file; nor do a few new keys of small files ([`FEW_NEW`]).
     let cached_hits = items.iter().filter(|i| i.2.is_some()).count() - new_keys;
     let stale = input.cache.len.saturating_sub(cached_hits)
         + input
@@ -1007,30 +1038,35 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
             .listings
             .len()
             .saturating_sub(listing_hits.len());
-    let cache =
-        if new_keys == 0 && listings.is_empty() && stale <= STALE_MAX.max(input.cache.len / 16) {
-            None
-        } else {
-            let mut c = StatCache::default();
-            for (p, e, k) in &items {
-                if let Some(key) = k {
-                    c.insert(
-                        p,
-                        CacheEntry {
-                            key: *key,
-                            hash: e.hash,
-                        },
-                    );
-                }
+    let few_new = new_keys + listings.len() <= FEW_NEW && new_key_bytes <= FEW_NEW_BYTES;
+    let many_stale = stale > STALE_MAX.max(input.cache.len / 16);
+    let persist_cache = !few_new || many_stale;
+    let cache = if new_keys == 0 && listings.is_empty() && !many_stale {
+        None
+    } else if !persist_cache {
+        // A few new keys: added to the cache in place, not a rebuild of it.
+        Some(CacheUpdate::Add(new_entries, listings))
+    } else {
+        let mut c = StatCache::default();
+        for (p, e, k) in &items {
+            if let Some(key) = k {
+                c.insert(
+                    p,
+                    CacheEntry {
+                        key: *key,
+                        hash: e.hash,
+                    },
+                );
             }
-            c.listings = listings.into_iter().collect();
-            for h in listing_hits {
-                if let Some(l) = input.cache.listings.get(&h) {
-                    c.listings.insert(h, l.clone());
-                }
+        }
+        c.listings = listings.into_iter().collect();
+        for h in listing_hits {
+            if let Some(l) = input.cache.listings.get(&h) {
+                c.listings.insert(h, l.clone());
             }
-            Some(c)
-        };
+        }
+        Some(CacheUpdate::Replace(c))
+    };
 
     let (root_hash, trees) = build_trees(&mut items);
     let new_blob_bytes = input
@@ -1047,6 +1083,7 @@ pub(crate) fn take(root: &Dir, input: &WalkInput) -> Result<WalkOutput> {
             hashed_files,
         },
         cache,
+        persist_cache,
         nested_git,
     })
 }

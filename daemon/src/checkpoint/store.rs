@@ -18,7 +18,7 @@ use super::records::{
     SideEffects,
 };
 use super::restore;
-use super::snapshot::{self, EntryKind, NestedGitScan, Sink, Snapshot, WalkInput};
+use super::snapshot::{self, CacheUpdate, EntryKind, NestedGitScan, Sink, Snapshot, WalkInput};
 use super::statcache::StatCache;
 use super::{store_err, CheckpointError, CheckpointSettings, Result};
 use crate::state::Db;
@@ -50,6 +50,9 @@ struct Inner {
     cache_writes: Mutex<Vec<std::thread::JoinHandle<()>>>,
     cache_gen: std::sync::atomic::AtomicU64,
     cache_written: Arc<Mutex<HashMap<PathBuf, u64>>>,
+    /// New caches of each workspace kept in memory only since its file was
+    /// last written.
+    cache_unwritten: Mutex<HashMap<PathBuf, u32>>,
     latest: Mutex<HashMap<PathBuf, Arc<Latest>>>,
 }
 
@@ -177,6 +180,7 @@ impl CheckpointStore {
                 cache_writes: Mutex::new(Vec::new()),
                 cache_gen: std::sync::atomic::AtomicU64::new(0),
                 cache_written: Arc::new(Mutex::new(HashMap::new())),
+                cache_unwritten: Mutex::new(HashMap::new()),
                 latest: Mutex::new(HashMap::new()),
             }),
         })
@@ -256,12 +260,45 @@ impl CheckpointStore {
         if let Some(n) = nested_git {
             *n = out.nested_git;
         }
-        if let Some(new) = out.cache {
-            let new = Arc::new(new);
-            let mut m = self.inner.caches.lock().unwrap_or_else(|p| p.into_inner());
-            m.insert(ws.to_path_buf(), new.clone());
-            drop(m);
-            self.write_stat_cache(StatCache::file_for(&self.inner.state_dir, ws), new);
+        drop(cache);
+        let new = match out.cache {
+            None => None,
+            Some(CacheUpdate::Replace(c)) => {
+                let c = Arc::new(c);
+                let mut m = self.inner.caches.lock().unwrap_or_else(|p| p.into_inner());
+                m.insert(ws.to_path_buf(), c.clone());
+                Some(c)
+            }
+            Some(CacheUpdate::Add(files, listings)) => {
+                let mut m = self.inner.caches.lock().unwrap_or_else(|p| p.into_inner());
+                // In place when nobody else holds this cache (another walk
+                // or a file write); else left out, which only costs
+                // rehashing those files.
+                let c = m.get_mut(ws);
+                if let Some(c) = c.and_then(Arc::get_mut) {
+                    for (p, e) in files {
+                        c.insert(&p, e);
+                    }
+                    c.listings.extend(listings);
+                }
+                m.get(ws).cloned()
+            }
+        };
+        if let Some(new) = new {
+            // Caches kept in memory only are written at the 16th in a row,
+            // so a restarted daemon rehashes a bounded number of files.
+            let mut u = self
+                .inner
+                .cache_unwritten
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let n = u.entry(ws.to_path_buf()).or_default();
+            *n += 1;
+            if out.persist_cache || *n >= 16 {
+                *n = 0;
+                drop(u);
+                self.write_stat_cache(StatCache::file_for(&self.inner.state_dir, ws), new);
+            }
         }
         Ok(out.snapshot)
     }
