@@ -703,6 +703,11 @@ pub async fn call(
         approval_ids: out.approval_request_id.iter().cloned().collect(),
         ..Default::default()
     };
+    // One writer per workspace from the pre-checkpoint through the
+    // nested-git quarantine, as for exec (a trusted server writes the
+    // workspace; what it does between calls is not covered).
+    let step_lock = mgr.checkpoints().step_lock(&session.workspace);
+    let _one_writer = step_lock.lock().await;
     let pre: Option<Checkpoint> = match mgr.checkpoint_step(&session, None, &meta).await {
         Ok(p) => p,
         Err(e) => {
