@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tokio_stream::StreamExt;
-use warden_tests::{pb, session, workspace, Client, Daemon};
+use warden_tests::{all_ask_policy, pb, session, workspace, Client, Daemon};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -35,21 +35,7 @@ fn request_id(out: &std::process::Output) -> String {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(126), "{err}");
     assert!(err.starts_with("warden: approval required"), "{err}");
-    let start = err.find("(request ").expect("request id in the message") + "(request ".len();
-    let end = err[start..].find(')').unwrap() + start;
-    err[start..end].to_string()
-}
-
-/// A policy file that asks for every tier: only a user's grant lets
-/// anything run, so coverage alone decides.
-fn all_ask_policy(dir: &Path) -> String {
-    let p = dir.join("all-ask.toml");
-    std::fs::write(
-        &p,
-        "[tiers]\nsafe-read = \"ask\"\nwrite = \"ask\"\nnetwork = \"ask\"\ninstall = \"ask\"\ndestructive = \"ask\"\n",
-    )
-    .unwrap();
-    p.to_string_lossy().into_owned()
+    warden_tests::request_id_in(&err)
 }
 
 /// Starts an Exec through the typed client and reads events up to the

@@ -11,7 +11,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use warden_tests::{workspace, Daemon};
+use warden_tests::{all_ask_policy, request_id_in, workspace, Daemon};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -19,24 +19,6 @@ fn stderr(o: &Output) -> String {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// The request id from `... (request ID) ...`.
-fn request_id(msg: &str) -> String {
-    let start = msg.find("(request ").expect("request id in the message") + "(request ".len();
-    let end = msg[start..].find(')').unwrap() + start;
-    msg[start..end].to_string()
-}
-
-/// A policy file that asks for every tier.
-fn all_ask_policy(dir: &Path) -> String {
-    let p = dir.join("all-ask.toml");
-    std::fs::write(
-        &p,
-        "[tiers]\nsafe-read = \"ask\"\nwrite = \"ask\"\nnetwork = \"ask\"\ninstall = \"ask\"\ndestructive = \"ask\"\n",
-    )
-    .unwrap();
-    p.to_string_lossy().into_owned()
 }
 
 fn write_plan(path: &Path, turns: &[Value]) {
@@ -164,7 +146,7 @@ fn a_session_opened_on_the_cli_lets_another_terminal_approve() {
     let out = d.run(&["exec", "--session", &sid, "--", "touch", "x"]);
     assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
     let err = stderr(&out);
-    let id = request_id(&err);
+    let id = request_id_in(&err);
     assert!(err.contains(&format!("warden approve {id}")), "{err}");
     assert!(err.contains(&format!("--session {sid}")), "{err}");
     assert!(!ws.path().join("x").exists());
@@ -181,7 +163,7 @@ fn a_session_opened_on_the_cli_lets_another_terminal_approve() {
     let out = c.stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
     let err = stderr(&out);
-    let id = request_id(&err);
+    let id = request_id_in(&err);
     assert!(err.contains("same session"), "{err}");
     assert!(!err.contains("pass approve ("), "{err}");
     let out = d.run(&["approve", &id]);

@@ -372,3 +372,22 @@ impl MockHttp {
         self.seen.lock().unwrap().clone()
     }
 }
+
+/// The request id from a CLI message `... (request ID) ...`.
+pub fn request_id_in(msg: &str) -> String {
+    let start = msg.find("(request ").expect("request id in the message") + "(request ".len();
+    let end = msg[start..].find(')').unwrap() + start;
+    msg[start..end].to_string()
+}
+
+/// Writes `dir/all-ask.toml`, a policy that asks for every tier (only a
+/// user's grant lets anything run), and returns its path.
+pub fn all_ask_policy(dir: &std::path::Path) -> String {
+    let p = dir.join("all-ask.toml");
+    std::fs::write(
+        &p,
+        "[tiers]\nsafe-read = \"ask\"\nwrite = \"ask\"\nnetwork = \"ask\"\ninstall = \"ask\"\ndestructive = \"ask\"\n",
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}

@@ -241,7 +241,8 @@ pub const NESTED_GIT_MAX_ENTRIES: u64 = 1_000_000;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct NestedGitScan {
     pub paths: BTreeMap<PathBuf, GitFingerprint>,
-    /// The walk stopped looking at [`NESTED_GIT_MAX_ENTRIES`] entries.
+    /// The walk did not see everything: it stopped at
+    /// [`NESTED_GIT_MAX_ENTRIES`] entries, or failed.
     pub incomplete: bool,
 }
 
@@ -979,12 +980,18 @@ pub fn scan_nested_git(root: &Dir) -> NestedGitScan {
         sink: None,
         nested_git: true,
     };
+    // A walk that fails found nothing it can vouch for: incomplete, never
+    // an empty, complete scan (which would read as "nothing planted").
+    let failed = NestedGitScan {
+        incomplete: true,
+        ..Default::default()
+    };
     let Ok(walker) = new_walker(&input) else {
-        return NestedGitScan::default();
+        return failed;
     };
     match run_walk(root, &walker, false, GitCtx::Normal) {
         Ok(mut locals) => nested_git_of(&walker, &mut locals),
-        Err(_) => NestedGitScan::default(),
+        Err(_) => failed,
     }
 }
 

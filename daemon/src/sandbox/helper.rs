@@ -646,15 +646,15 @@ impl Helper {
 
     /// Whether warm sandbox `w` was built for what `plan` would build: same
     /// fingerprint ([`Plan::fingerprint`], taken now, so host objects
-    /// changed since the warm one was built are seen) and a command small
-    /// enough for one control message.
+    /// changed since the warm one was built are seen).
     fn warm_fits(&self, w: &Warm, plan: &Plan) -> bool {
-        w.key == plan.fingerprint() && child::encode_command(plan).len() <= child::WARM_MSG_MAX
+        w.key == plan.fingerprint()
     }
 
     /// Hands the command of `plan` and its stdio to warm sandbox `w` and
     /// waits for its set-up report, as for a sandbox built on request.
-    /// `None` when `w` is gone (then a sandbox is built for the request).
+    /// `None` when `w` is gone, stale, or the command is larger than one
+    /// control message (then a sandbox is built for the request).
     fn use_warm(
         &mut self,
         id: u64,
@@ -666,6 +666,10 @@ impl Helper {
     ) -> Option<Result<(libc::pid_t, super::Enforcement), WireError>> {
         use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
         let msg = child::encode_command(plan);
+        if msg.len() > child::WARM_MSG_MAX {
+            self.discard(w);
+            return None;
+        }
         let mut fds = vec![stdout.as_raw_fd(), stderr.as_raw_fd()];
         if let Some(i) = stdin {
             fds.push(i.as_raw_fd());

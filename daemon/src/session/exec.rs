@@ -433,8 +433,8 @@ impl SessionManager {
         // a planted hook from each other's before/after scans, and each
         // one's checkpoints would carry the other's changes. (A safe-read
         // command cannot change the workspace.)
-        let step_lock = (profile != Profile::SafeRead)
-            .then(|| self.checkpoints().step_lock(&session.workspace));
+        let writes = profile != Profile::SafeRead;
+        let step_lock = writes.then(|| self.checkpoints().step_lock(&session.workspace));
         let _one_writer = match &step_lock {
             Some(l) => Some(l.lock().await),
             None => None,
@@ -442,7 +442,6 @@ impl SessionManager {
         // Nested git repositories' hooks and config are fingerprinted before
         // the command (by the pre-checkpoint's walk) so that what it plants
         // there is quarantined after it.
-        let scan_git = profile != Profile::SafeRead;
         // 3. Checkpoint (pre) of the workspace. A step whose pre-checkpoint
         // fails never runs (fail closed: full disk, unreadable workspace).
         let args_json = serde_json::json!({"command": p.command, "cwd": p.cwd}).to_string();
@@ -460,7 +459,7 @@ impl SessionManager {
             ..Default::default()
         };
         let (pre, pre_scan) = match self
-            .checkpoint_step_scanning(&session, None, &meta, scan_git)
+            .checkpoint_step_scanning(&session, None, &meta, writes)
             .await
         {
             Ok(pre) => pre,
@@ -507,15 +506,15 @@ impl SessionManager {
         // Protected paths that do not exist stay absent: what the command
         // creates there is removed after it (the sandbox can only make
         // existing paths read-only without creating them in the repository).
-        let absent = if profile == Profile::SafeRead {
-            Vec::new()
-        } else {
+        let absent = if writes {
             absent_protected(
                 &session.workspace,
                 &session.policy.file.sandbox.protected_in(&session.workspace),
             )
+        } else {
+            Vec::new()
         };
-        let nested_before = match (scan_git, pre_scan) {
+        let nested_before = match (writes, pre_scan) {
             (false, _) => None,
             (true, Some(s)) => Some(s),
             // Checkpoints disabled: a scan of its own.
@@ -528,8 +527,8 @@ impl SessionManager {
         ph.mark("run");
         // 5. Checkpoint (post): the step's change set. A safe-read command ran
         // on a read-only workspace and needs none.
-        let (post, post_scan) = match (&pre, profile) {
-            (Some(pre), prof) if prof != Profile::SafeRead => {
+        let (post, post_scan) = match &pre {
+            Some(pre) if writes => {
                 let mut m = meta.clone();
                 m.result_json = result.as_ref().ok().map(|s| journal_result(s).to_string());
                 match self
@@ -603,8 +602,14 @@ impl SessionManager {
             }
             (None, _) => {}
         }
-        let mut summary = result?;
-        end?;
+        let mut summary = match result.and_then(|s| end.map(|_| s)) {
+            Ok(s) => s,
+            Err(e) => {
+                // No answer to send: `exec_end` is made durable now.
+                self.sync_audit_later();
+                return Err(e);
+            }
+        };
         summary.approval_request_id = approval_id;
         if let Some(cp) = &post {
             let _ = tx
@@ -628,7 +633,7 @@ impl SessionManager {
     /// Syncs the audit log (WAL and head file) on a blocking thread; a
     /// failure is logged (the records are committed; only their durability
     /// against a power loss is in question).
-    pub(crate) fn sync_audit_later(&self) {
+    fn sync_audit_later(&self) {
         let audit = self.audit().clone();
         tokio::task::spawn_blocking(move || {
             if let Err(e) = audit.sync() {

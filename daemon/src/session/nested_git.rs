@@ -88,7 +88,10 @@ pub type Scan = crate::checkpoint::NestedGitScan;
 pub fn scan(root: &Path) -> Scan {
     match cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) {
         Ok(d) => crate::checkpoint::scan_nested_git(&d),
-        Err(_) => Scan::default(),
+        Err(_) => Scan {
+            incomplete: true,
+            ..Default::default()
+        },
     }
 }
 
@@ -255,7 +258,7 @@ impl Checked {
         }
         if self.incomplete {
             note.push_str(&format!(
-                "WARNING: the workspace has over {MAX_SCAN_ENTRIES} entries; nested git repositories were not fully checked\n"
+                "WARNING: nested git repositories were not fully checked (the workspace has over {MAX_SCAN_ENTRIES} entries, or could not be walked)\n"
             ));
         }
         (!note.is_empty()).then_some(note)
@@ -422,11 +425,17 @@ mod tests {
         assert!(quarantine(root, &after, &again).0.is_empty());
     }
 
-    /// A workspace whose root cannot be opened scans empty; a FIFO named
-    /// like a control path is fingerprinted, never opened (no hang).
+    /// A workspace whose root cannot be opened scans empty and says it is
+    /// incomplete (never "complete, nothing there"); a FIFO named like a
+    /// control path is fingerprinted, never opened (no hang).
     #[test]
     fn missing_root_scans_empty_and_fifos_never_block() {
-        assert_eq!(scan(Path::new("/nonexistent/warden")), Scan::default());
+        let missing = scan(Path::new("/nonexistent/warden"));
+        assert!(missing.paths.is_empty());
+        assert!(
+            missing.incomplete,
+            "a scan that could not walk is incomplete"
+        );
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(t.path().join("s/.git/hooks")).unwrap();
         nix::unistd::mkfifo(

@@ -218,7 +218,11 @@ pub fn write_deferred<T, E>(
 where
     E: From<rusqlite::Error>,
 {
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Cached statements: this runs on every exec's path.
+    let set_sync = |conn: &Connection, sql: &str| -> rusqlite::Result<()> {
+        conn.prepare_cached(sql)?.execute([]).map(|_| ())
+    };
+    set_sync(conn, "PRAGMA synchronous = NORMAL")?;
     let out = (|| {
         let tx = conn.transaction()?;
         let out = f(&tx)?;
@@ -227,8 +231,7 @@ where
     })();
     // Every other commit stays FULL. Failing to restore it would make later
     // durable commits silently weaker: retry once, then refuse the write.
-    if let Err(e) = conn
-        .pragma_update(None, "synchronous", "FULL")
+    if let Err(e) = set_sync(conn, "PRAGMA synchronous = FULL")
         .or_else(|_| conn.pragma_update(None, "synchronous", "FULL"))
     {
         tracing::error!(error = %e, "could not restore synchronous=FULL");
