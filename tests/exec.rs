@@ -58,6 +58,38 @@ fn cli_exit_codes_follow_the_command() {
     }
 }
 
+/// A lone command of plain words runs without bash in between; when it
+/// cannot be executed that way, bash (its fallback, in the same sandbox)
+/// runs or reports it exactly as `bash -c` would have.
+#[test]
+fn plain_commands_fall_back_to_bash_when_they_cannot_be_executed() {
+    let d = Daemon::start();
+    let ws = workspace();
+    let script = ws.path().join("noshebang");
+    std::fs::write(&script, "echo run-by-bash $((6 * 7))\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = cli_exec(&d, ws.path(), &["--yes", "--", "./noshebang"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "run-by-bash 42\n");
+    let out = cli_exec(
+        &d,
+        ws.path(),
+        &["--yes", "--", "warden-no-such-program", "x"],
+    );
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warden-no-such-program: command not found"),
+        "{err}"
+    );
+    // Run directly: the program's parent is the sandbox's init, not bash.
+    let out = cli_exec(&d, ws.path(), &["--yes", "--", "cat", "/proc/self/stat"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stat = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ppid = stat.rsplit(')').next().unwrap().split_whitespace().nth(1);
+    assert_eq!(ppid, Some("1"), "{stat}");
+}
+
 #[test]
 fn cli_refusals_exit_126_with_the_reason() {
     let d = Daemon::start();

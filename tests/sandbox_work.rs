@@ -4,9 +4,10 @@
 
 mod sandbox_common;
 
+use sandbox_common::pipe;
 use sandbox_common::{main_with, H};
 use std::time::Duration;
-use warden_daemon::sandbox::{Enforcement, Profile, SandboxError};
+use warden_daemon::sandbox::{Enforcement, Fallback, Profile, SandboxError};
 
 fn basics(h: &H) {
     let ws = h.workspace();
@@ -385,9 +386,10 @@ fn network_profile_sees_resolver(h: &H) {
 
 /// `argv[0]` resolves through PATH as a shell would: the first match is
 /// the program. A first match that is not an executable format (a script
-/// without `#!`) ends the search with an `execve` error (the daemon then runs
-/// the command through bash, which runs it as a script), never falling
-/// through to a later match of the same name.
+/// without `#!`) ends the search with an `execve` error, never falling
+/// through to a later match of the same name; with a fallback (the daemon
+/// gives `bash -c CMD` behind a command it runs without a shell), the
+/// fallback runs instead, and bash runs the script.
 fn path_search_stops_at_the_first_match(h: &H) {
     use std::os::unix::fs::PermissionsExt;
     let ws = h.workspace();
@@ -417,13 +419,93 @@ fn path_search_stops_at_the_first_match(h: &H) {
     // Through a shell, the first match runs as a script.
     let mut req = h.request(p, Profile::Write, &["bash", "-c", "wtool"]);
     req.env.retain(|(k, _)| k != "PATH");
-    req.env.push(("PATH".into(), path));
+    req.env.push(("PATH".into(), path.clone()));
+    let shell = req.clone();
     let o = h.run_req(req, Duration::from_secs(30)).unwrap();
     assert_eq!(o.stdout.trim(), "from-b1", "{}", o.stderr);
+    // The same through the fallback of a direct request.
+    let mut req = shell.clone();
+    req.argv = vec!["wtool".into()];
+    req.fallback = Some(Fallback {
+        argv: shell.argv.clone(),
+        env: shell.env.clone(),
+    });
+    let o = h.run_req(req, Duration::from_secs(30)).unwrap();
+    assert_eq!(o.stdout.trim(), "from-b1", "{}", o.stderr);
+    // A program the sandbox cannot find: bash, the fallback, says so.
+    let mut req = shell.clone();
+    req.argv = vec!["warden-no-such-program".into()];
+    req.fallback = Some(Fallback {
+        argv: vec!["bash".into(), "-c".into(), "warden-no-such-program".into()],
+        env: shell.env,
+    });
+    let o = h.run_req(req, Duration::from_secs(30)).unwrap();
+    assert_eq!(o.exit.code, Some(127), "{}", o.stderr);
+    assert!(o.stderr.contains("command not found"), "{}", o.stderr);
+}
+
+/// [`Spawner::spawn_gated`]: the command is set up, confined, and waits
+/// before execve; nothing of it runs until its gate opens (the daemon takes
+/// the pre-checkpoint and writes `exec_start` meanwhile). Past the gate, a
+/// program that cannot be executed is reported on the command's stderr
+/// with a shell's status. Run twice: the second time on a warm sandbox.
+fn gated_spawn_runs_only_through_its_gate(h: &H) {
+    let ws = h.workspace();
+    let p = ws.path();
+    // Spawns `argv` gated, runs `at_gate` on it, then waits: its exit, and
+    // its stderr.
+    let gated = |argv: &[&str], at_gate: &dyn Fn(&mut warden_daemon::sandbox::Child)| {
+        let req = h.request(p, Profile::Write, argv);
+        h.rt.block_on(async {
+            let (_or, ow) = pipe();
+            let (er, ew) = pipe();
+            let mut c = h
+                .spawner
+                .spawn_gated(req, ow, ew)
+                .await
+                .expect("gated spawn");
+            at_gate(&mut c);
+            let exit = c.wait().await.unwrap();
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::fs::File::from(er), &mut s).unwrap();
+            (exit, s)
+        })
+    };
+    for round in 0..2 {
+        let marker = p.join(format!("ran-{round}"));
+        let (exit, _) = gated(&["touch", marker.to_str().unwrap()], &|c| {
+            // A command that ignored its gate would have run by now (it
+            // takes a few ms); this one waits for as long as it is held.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                !marker.exists(),
+                "round {round}: the command ran before its gate opened"
+            );
+            c.open_gate().expect("open the gate");
+        });
+        assert_eq!(exit.code, Some(0), "round {round}");
+        assert!(marker.exists(), "round {round}: the command did not run");
+    }
+    // Killed at the gate: it never runs.
+    let marker = p.join("never");
+    let (exit, _) = gated(&["touch", marker.to_str().unwrap()], &|c| c.kill());
+    assert_eq!(exit.signal, Some(libc::SIGKILL));
+    assert!(!marker.exists());
+    // Not found, past the gate.
+    let (exit, stderr) = gated(&["warden-no-such-program"], &|c| c.open_gate().unwrap());
+    assert_eq!(exit.code, Some(127), "{stderr}");
+    assert_eq!(
+        stderr,
+        "warden: warden-no-such-program: command not found\n"
+    );
 }
 
 fn main() {
     main_with(&[
+        (
+            "gated_spawn_runs_only_through_its_gate",
+            gated_spawn_runs_only_through_its_gate,
+        ),
         (
             "path_search_stops_at_the_first_match",
             path_search_stops_at_the_first_match,

@@ -123,6 +123,7 @@ fn main() {
             profile: Profile::Write,
             settings: SandboxSettings::default(),
             cache_dir: None,
+            fallback: None,
         };
         rt.block_on(async {
             let (_r1, w1) = nix::unistd::pipe().unwrap();

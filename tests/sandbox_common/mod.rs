@@ -87,6 +87,7 @@ impl H {
             profile,
             settings: SandboxSettings::default(),
             cache_dir: None,
+            fallback: None,
         }
     }
 

@@ -328,6 +328,7 @@ impl McpHost {
             profile,
             settings: session.policy.file.sandbox.clone(),
             cache_dir: None,
+            fallback: None,
         };
         let mut child = mgr
             .spawner()

@@ -16,7 +16,7 @@ use seccompiler::BpfProgram;
 
 use super::landlock_rules;
 use super::mounts;
-use super::plan::{Plan, SANDBOX_ID};
+use super::plan::{Cmd, Plan, SANDBOX_ID};
 use super::Enforcement;
 
 /// Fds the child needs, by role.
@@ -33,6 +33,11 @@ pub(crate) struct ChildIo {
     /// init reports `R` once the sandbox is built, then waits for its
     /// command ([`encode_command`]) with the stdio fds (`SCM_RIGHTS`).
     pub ctl: Option<OwnedFd>,
+    /// The read end of the command's gate: the command, fully confined,
+    /// reports `G` on the setup pipe and waits for one byte here before it
+    /// `execve`s (EOF: it exits without executing anything). `None`: it
+    /// executes at once.
+    pub gate: Option<OwnedFd>,
 }
 
 /// Set-up stage a warm sandbox reports when its tree no longer matches the
@@ -99,17 +104,28 @@ fn pinned_mounts(plan: &Plan) -> Vec<(std::path::PathBuf, Option<u64>)> {
 /// a sandbox built for them).
 pub(crate) const WARM_MSG_MAX: usize = 64 * 1024;
 
-/// The command part of a plan for a warm sandbox: argv, env, executable
-/// candidates and cwd, each list as a `u32` count then per item a `u32`
-/// length and the bytes (native endian: both ends are this binary).
-pub(crate) fn encode_command(plan: &Plan) -> Vec<u8> {
-    let mut out = Vec::new();
+/// The command part of a plan for a warm sandbox, as one control message:
+/// a `u32` of flags ([`CMD_STDIN`], [`CMD_GATE`]: which fds follow stdout
+/// and stderr), then seven lists — argv, env, executable candidates, cwd,
+/// and the fallback's argv, env and candidates (empty without one) — each
+/// as a `u32` count then per item a `u32` length and the bytes (native
+/// endian: both ends are this binary).
+pub(crate) fn encode_command(plan: &Plan, flags: u32) -> Vec<u8> {
+    let mut out = flags.to_ne_bytes().to_vec();
     let cwd = [plan.cwd.as_os_str().as_bytes()];
-    let lists: [Vec<&[u8]>; 4] = [
-        plan.argv.iter().map(|c| c.as_bytes()).collect(),
-        plan.env.iter().map(|c| c.as_bytes()).collect(),
-        plan.exe.iter().map(|c| c.as_bytes()).collect(),
+    fn bytes(l: &[CString]) -> Vec<&[u8]> {
+        l.iter().map(|c| c.as_bytes()).collect()
+    }
+    let none = Vec::new();
+    let fb = plan.fallback.as_ref();
+    let lists: [Vec<&[u8]>; 7] = [
+        bytes(&plan.cmd.argv),
+        bytes(&plan.cmd.env),
+        bytes(&plan.cmd.exe),
         cwd.to_vec(),
+        fb.map(|f| bytes(&f.argv)).unwrap_or_else(|| none.clone()),
+        fb.map(|f| bytes(&f.env)).unwrap_or_else(|| none.clone()),
+        fb.map(|f| bytes(&f.exe)).unwrap_or(none),
     ];
     for l in &lists {
         out.extend_from_slice(&(l.len() as u32).to_ne_bytes());
@@ -121,17 +137,28 @@ pub(crate) fn encode_command(plan: &Plan) -> Vec<u8> {
     out
 }
 
-/// The command of a warm sandbox: argv, env, exe, cwd.
-type Command = (Vec<CString>, Vec<CString>, Vec<CString>, std::path::PathBuf);
+/// [`encode_command`] flag: a stdin fd follows stdout and stderr.
+pub(crate) const CMD_STDIN: u32 = 1;
+/// [`encode_command`] flag: a gate fd comes last ([`ChildIo::gate`]).
+pub(crate) const CMD_GATE: u32 = 2;
 
-fn decode_command(mut b: &[u8]) -> Option<Command> {
+/// The command of a warm sandbox.
+struct WarmCommand {
+    cmd: Cmd,
+    fallback: Option<Cmd>,
+    cwd: std::path::PathBuf,
+    flags: u32,
+}
+
+fn decode_command(mut b: &[u8]) -> Option<WarmCommand> {
     fn u32_at(b: &mut &[u8]) -> Option<usize> {
         let (h, t) = b.split_first_chunk::<4>()?;
         *b = t;
         Some(u32::from_ne_bytes(*h) as usize)
     }
-    let mut lists: Vec<Vec<Vec<u8>>> = Vec::with_capacity(4);
-    for _ in 0..4 {
+    let flags = u32_at(&mut b)? as u32;
+    let mut lists: Vec<Vec<Vec<u8>>> = Vec::with_capacity(7);
+    for _ in 0..7 {
         let n = u32_at(&mut b)?;
         let mut l = Vec::with_capacity(n.min(4096));
         for _ in 0..n {
@@ -154,17 +181,29 @@ fn decode_command(mut b: &[u8]) -> Option<Command> {
     let mut it = lists.into_iter();
     let (argv, env, exe) = (cs(it.next()?)?, cs(it.next()?)?, cs(it.next()?)?);
     let cwd = it.next()?.pop()?;
+    let (fargv, fenv, fexe) = (cs(it.next()?)?, cs(it.next()?)?, cs(it.next()?)?);
     if argv.is_empty() {
         return None;
     }
-    Some((argv, env, exe, std::ffi::OsString::from_vec(cwd).into()))
+    let fallback = (!fargv.is_empty()).then_some(Cmd {
+        argv: fargv,
+        env: fenv,
+        exe: fexe,
+    });
+    Some(WarmCommand {
+        cmd: Cmd { argv, env, exe },
+        fallback,
+        cwd: std::ffi::OsString::from_vec(cwd).into(),
+        flags,
+    })
 }
 
 /// A warm init's wait: reports ready on `ctl`, then waits for the command
-/// and its stdio fds (stdout, stderr, optionally stdin). `None` when the
+/// and its fds (stdout, stderr, then stdin and the gate as its flags say).
+/// `None` when the
 /// helper is gone (its end of the exit pipe closed) or dropped this
 /// sandbox (`ctl` closed), or sent something malformed.
-fn await_command(ctl: &OwnedFd, exit_wr: RawFd) -> Option<(Command, Vec<OwnedFd>)> {
+fn await_command(ctl: &OwnedFd, exit_wr: RawFd) -> Option<(WarmCommand, Vec<OwnedFd>)> {
     use nix::sys::socket::{recvmsg, send, ControlMessageOwned, MsgFlags};
     send(ctl.as_raw_fd(), b"R", MsgFlags::MSG_NOSIGNAL).ok()?;
     loop {
@@ -193,7 +232,7 @@ fn await_command(ctl: &OwnedFd, exit_wr: RawFd) -> Option<(Command, Vec<OwnedFd>
         }
     }
     let mut buf = vec![0u8; WARM_MSG_MAX];
-    let mut cbuf = nix::cmsg_space!([RawFd; 3]);
+    let mut cbuf = nix::cmsg_space!([RawFd; 4]);
     let mut iov = [std::io::IoSliceMut::new(&mut buf)];
     let msg = recvmsg::<()>(
         ctl.as_raw_fd(),
@@ -213,10 +252,16 @@ fn await_command(ctl: &OwnedFd, exit_wr: RawFd) -> Option<(Command, Vec<OwnedFd>
         }
     }
     let n = msg.bytes;
-    if n == 0 || msg.flags.contains(MsgFlags::MSG_TRUNC) || !(2..=3).contains(&got.len()) {
+    if n == 0
+        || msg
+            .flags
+            .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC)
+    {
         return None;
     }
-    Some((decode_command(&buf[..n])?, got))
+    let c = decode_command(&buf[..n])?;
+    let want = 2 + usize::from(c.flags & CMD_STDIN != 0) + usize::from(c.flags & CMD_GATE != 0);
+    (got.len() == want).then_some((c, got))
 }
 
 fn report(fd: RawFd, rec: &[u8]) {
@@ -411,8 +456,7 @@ pub(crate) fn init_main(
     // A warm sandbox: built ahead of its command, which comes now.
     if let Some(ctl) = io.ctl.take() {
         let pinned = pinned_mounts(plan);
-        let Some(((argv, env, exe, cwd), mut fds)) = await_command(&ctl, io.exit_wr.as_raw_fd())
-        else {
+        let Some((c, mut fds)) = await_command(&ctl, io.exit_wr.as_raw_fd()) else {
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(0) }
         };
@@ -428,8 +472,9 @@ pub(crate) fn init_main(
                 "a protected path or mask changed since the sandbox was built",
             );
         }
-        (plan.argv, plan.env, plan.exe, plan.cwd) = (argv, env, exe, cwd);
-        io.stdin = (fds.len() == 3).then(|| fds.pop()).flatten();
+        (plan.cmd, plan.fallback, plan.cwd) = (c.cmd, c.fallback, c.cwd);
+        io.gate = (c.flags & CMD_GATE != 0).then(|| fds.pop()).flatten();
+        io.stdin = (c.flags & CMD_STDIN != 0).then(|| fds.pop()).flatten();
         io.stderr = fds.pop();
         io.stdout = fds.pop();
         super::helper::trace("child: warm command");
@@ -445,9 +490,11 @@ pub(crate) fn init_main(
     }
     if pid == 0 {
         drop(io.exit_wr);
-        command_main(plan, io.setup_wr, io.stdin, stdout, stderr, filters);
+        let stdio = (io.stdin, stdout, stderr);
+        command_main(plan, io.setup_wr, stdio, io.gate, filters);
     }
     drop(io.setup_wr);
+    drop(io.gate);
     drop(io.stdin);
     drop(stdout);
     drop(stderr);
@@ -485,9 +532,10 @@ fn helper_gone(exit_wr: RawFd) -> bool {
     n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
-/// Init's last job: reap until the command (`pid`) exits, then write its
-/// wait status on `exit_wr` and exit, which ends the pid namespace (the
-/// kernel kills everything left in it). Exits at once when the helper is
+/// Init's last job: reap until the command (`pid`) exits, then kill and
+/// reap everything left in the pid namespace, write the command's wait
+/// status on `exit_wr` (the helper reports the command ended as soon as it
+/// reads it) and exit, which ends the namespaces. Exits at once when the helper is
 /// gone, so no command outlives the daemon even if the parent-death signal
 /// was missed. SIGCHLD (blocked since the helper's start) interrupts the
 /// poll through a signalfd.
@@ -499,11 +547,23 @@ fn wait_command(pid: libc::pid_t, exit_wr: RawFd) -> ! {
             // SAFETY: non-blocking waitpid on any child.
             let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if r == pid {
-                let bytes = status.to_le_bytes();
-                // SAFETY: writing 4 bytes from a stack buffer.
-                unsafe { libc::write(exit_wr, bytes.as_ptr().cast(), 4) };
-                // SAFETY: _exit is always safe.
-                unsafe { libc::_exit(0) }
+                // Nothing of the command may outlive its report: kill what
+                // it left (kill(2): -1 is every process of this pid
+                // namespace but init) and reap it all, then report. The
+                // helper answers at once; the namespaces are torn down
+                // after, off the caller's path.
+                // SAFETY: plain kill/waitpid/write/_exit calls.
+                unsafe {
+                    libc::kill(-1, libc::SIGKILL);
+                    let mut st = 0;
+                    while libc::waitpid(-1, &mut st, 0) > 0
+                        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+                    {
+                    }
+                    let bytes = status.to_le_bytes();
+                    libc::write(exit_wr, bytes.as_ptr().cast(), 4);
+                    libc::_exit(0)
+                }
             }
             if r == 0 {
                 break;
@@ -558,9 +618,8 @@ fn set_limit(res: libc::__rlimit_resource_t, v: u64) -> Result<(), String> {
 fn command_main(
     plan: &Plan,
     setup_wr: OwnedFd,
-    stdin: Option<OwnedFd>,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    (stdin, stdout, stderr): (Option<OwnedFd>, OwnedFd, OwnedFd),
+    gate: Option<OwnedFd>,
     filters: &[BpfProgram],
 ) -> ! {
     let setup = setup_wr.as_raw_fd();
@@ -660,34 +719,96 @@ fn command_main(
         fail(setup, "seccomp", &e);
     }
     super::helper::trace("cmd: seccomp");
-    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+    let Some(gate) = gate else {
+        let e = exec_all(plan);
+        fail(setup, "execve", &e)
+    };
+    // Confined and ready: wait at the gate. The helper has its answer (it
+    // stops reading at `G`), so nothing more goes on the setup pipe.
+    report(setup, b"G");
+    drop(setup_wr);
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: read into a 1-byte stack buffer.
+        let n = unsafe { libc::read(gate.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        // The daemon dropped the gate: the step does not run.
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(125) }
+    }
+    drop(gate);
+    let e = exec_all(plan);
+    // Past the gate the command's own stderr is the place to say why, as
+    // a shell would (126: cannot execute, 127: not found).
+    let line = format!("warden: {e}\n");
+    // SAFETY: write(2) of a local buffer to the command's stderr; _exit.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+        libc::_exit(if e.ends_with("command not found") {
+            127
+        } else {
+            126
+        })
+    }
+}
+
+/// Executes `plan`'s command, trying each candidate in `PATH` order, then
+/// its fallback's. Returns only when nothing could be executed, with what
+/// to report (`PROGRAM: command not found` or the execve(2) error).
+fn exec_all(plan: &Plan) -> String {
+    let first = exec_candidates(&plan.cmd);
+    match &plan.fallback {
+        Some(f) => match exec_candidates(f) {
+            e if e.ends_with("command not found") => first,
+            e => format!("{first} (fallback {e})"),
+        },
+        None => first,
+    }
+}
+
+/// Tries `cmd`'s candidates in order, as execvp(3) does: a candidate that
+/// does not exist (`ENOENT`, `ENOTDIR`) moves on to the next, one that is
+/// not an executable format (`ENOEXEC`, a script without `#!`) stops the
+/// search (the first match is what a shell would run). Returns the error
+/// to report when none could be executed.
+fn exec_candidates(cmd: &Cmd) -> String {
+    let mut argv: Vec<*const libc::c_char> = cmd.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = plan.env.iter().map(|a| a.as_ptr()).collect();
+    let mut envp: Vec<*const libc::c_char> = cmd.env.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let mut last = libc::ENOENT;
-    for exe in &plan.exe {
+    for exe in &cmd.exe {
         // SAFETY: NUL-terminated arrays of valid C strings.
         unsafe { libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
         let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if e != libc::ENOENT && e != libc::ENOTDIR {
             last = e;
         }
-        // Not an executable format (a script without `#!`): the first match
-        // is what a shell would run (as a script), never a later one.
         if e == libc::ENOEXEC {
             break;
         }
     }
-    let a0 = plan.argv[0].to_string_lossy();
-    let msg = if last == libc::ENOENT {
+    let a0 = cmd.argv[0].to_string_lossy();
+    if last == libc::ENOENT {
         format!("{a0}: command not found")
     } else {
         format!("{a0}: {}", std::io::Error::from_raw_os_error(last))
-    };
-    fail(setup, "execve", &msg)
+    }
 }
 
-/// Decodes `L`/`E` records read from the setup pipe.
+/// Whether the setup pipe's records `buf` say the command is confined and
+/// waits at its gate: `L <enforcement>` then `G` (nothing can follow).
+pub(crate) fn at_gate(buf: &[u8]) -> bool {
+    matches!(buf, [b'L', _, b'G'])
+}
+
+/// Decodes `L`/`E` records read from the setup pipe (a trailing `G` is
+/// [`at_gate`]'s).
 pub(crate) fn parse_setup(buf: &[u8]) -> Result<Enforcement, (String, String)> {
     if let Some(rest) = buf.iter().position(|b| *b == b'E').map(|i| &buf[i + 1..]) {
         let (stage, msg) = match rest.iter().position(|b| *b == 0) {
@@ -734,5 +855,11 @@ mod tests {
         assert_eq!(parse_setup(&b).unwrap_err().0, "seccomp");
         // Nothing at all (the child died before reporting) is an error.
         assert!(parse_setup(b"").is_err());
+        // Waiting at the gate: confined, with the enforcement reported.
+        let g = [b'L', Enforcement::Partial as u8, b'G'];
+        assert!(at_gate(&g));
+        assert_eq!(parse_setup(&g), Ok(Enforcement::Partial));
+        assert!(!at_gate(&g[..2]));
+        assert!(!at_gate(b"Eexecve\0G"));
     }
 }

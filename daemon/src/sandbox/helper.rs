@@ -68,6 +68,9 @@ struct Running {
     started: bool,
     /// The command's own cgroup, when the policy set cgroup limits.
     cgroup: Option<PathBuf>,
+    /// The exit pipe was read (EOF or the command's status): `Exited` went
+    /// out when a status came, before the init was reaped.
+    exit_read: bool,
 }
 
 /// A sandbox built ahead of its command ([`Helper::prebuild`]).
@@ -241,19 +244,30 @@ impl Helper {
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(1) }
         }
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let mut early: Vec<libc::pid_t> = Vec::new();
         loop {
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.sock.as_raw_fd(),
+            fds.clear();
+            early.clear();
+            for fd in [self.sock.as_raw_fd(), sfd] {
+                fds.push(libc::pollfd {
+                    fd,
                     events: libc::POLLIN,
                     revents: 0,
-                },
-                libc::pollfd {
-                    fd: sfd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
+                });
+            }
+            // A running command's status comes on its exit pipe before its
+            // init is reaped (see `report_exit`).
+            for (pid, r) in &self.children {
+                if r.started && !r.exit_read && r.cgroup.is_none() {
+                    early.push(*pid);
+                    fds.push(libc::pollfd {
+                        fd: r.exit_rd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
             if !self.stale_cgroups.is_empty() {
                 self.stale_cgroups.retain(|d| !super::cgroup::remove(d));
             }
@@ -269,8 +283,8 @@ impl Helper {
             } else {
                 100
             };
-            // SAFETY: valid pollfd array.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+            // SAFETY: valid pollfd array of fds.len() entries.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if n < 0 {
                 continue;
             }
@@ -283,6 +297,11 @@ impl Helper {
                 // SAFETY: draining the signalfd into a stack buffer.
                 while unsafe { libc::read(sfd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
                 self.reap();
+            }
+            for (i, pid) in early.iter().enumerate() {
+                if fds[2 + i].revents != 0 {
+                    self.report_exit(*pid);
+                }
             }
             if fds[0].revents != 0 {
                 match protocol::recv::<ToHelper>(&self.sock) {
@@ -332,6 +351,32 @@ impl Helper {
         }
     }
 
+    /// Reads the exit pipe of `pid` (readable: the status or EOF). With the
+    /// command's status, its init has killed and reaped everything else in
+    /// the pid namespace ([`child::init_main`]): nothing of the command
+    /// runs any more, so `Exited` goes out now rather than after the
+    /// namespaces' teardown. EOF (the init was killed) is left to `reap`.
+    fn report_exit(&mut self, pid: libc::pid_t) {
+        let Some(rec) = self.children.get_mut(&pid) else {
+            return;
+        };
+        rec.exit_read = true;
+        let mut b = [0u8; 4];
+        // SAFETY: read into a stack buffer from a pipe poll found readable.
+        let n = unsafe { libc::read(rec.exit_rd.as_raw_fd(), b.as_mut_ptr().cast(), 4) };
+        if n != 4 {
+            return;
+        }
+        let id = rec.id;
+        trace("exit reported");
+        self.send(&exited(id, i32::from_le_bytes(b), Default::default()));
+        // Reaped later; its id is done (a kill now finds nothing to kill).
+        if let Some(rec) = self.children.get_mut(&pid) {
+            rec.started = false;
+        }
+        self.by_id.remove(&id);
+    }
+
     fn reap(&mut self) {
         loop {
             let mut status = 0;
@@ -370,24 +415,11 @@ impl Helper {
             // status means the init itself was killed (kill / timeout).
             let mut b = [0u8; 4];
             let mut f = std::fs::File::from(rec.exit_rd);
-            let cmd_status = match f.read(&mut b) {
-                Ok(4) => i32::from_le_bytes(b),
+            let cmd_status = match (rec.exit_read, f.read(&mut b)) {
+                (false, Ok(4)) => i32::from_le_bytes(b),
                 _ => status,
             };
-            let (code, signal) = if libc::WIFEXITED(cmd_status) {
-                (Some(libc::WEXITSTATUS(cmd_status)), None)
-            } else if libc::WIFSIGNALED(cmd_status) {
-                (None, Some(libc::WTERMSIG(cmd_status)))
-            } else {
-                (None, Some(libc::SIGKILL))
-            };
-            self.send(&FromHelper::Exited {
-                id: rec.id,
-                code,
-                signal,
-                cgroup_oom_kills: events.oom_kills,
-                cgroup_pids_max: events.pids_max,
-            });
+            self.send(&exited(rec.id, cmd_status, events));
         }
     }
 
@@ -409,12 +441,14 @@ impl Helper {
         req: &WireRequest,
         fds: &mut Vec<OwnedFd>,
     ) -> Result<(libc::pid_t, super::Enforcement), WireError> {
-        if fds.len() != 2 && fds.len() != 3 {
+        let base = 2 + usize::from(req.gate);
+        if fds.len() != base && fds.len() != base + 1 {
             return Err(setup_err(
                 "protocol",
-                "expected stdout and stderr fds (and optionally stdin)",
+                "expected stdout and stderr fds (then optionally stdin, then the gate)",
             ));
         }
+        let gate = if req.gate { fds.pop() } else { None };
         let stdin = if fds.len() == 3 { fds.pop() } else { None };
         let stderr = fds.pop().unwrap();
         let stdout = fds.pop().unwrap();
@@ -444,7 +478,8 @@ impl Helper {
         trace("plan");
         if let Some(w) = self.warm.take() {
             if self.warm_fits(&w, &plan) {
-                if let Some(r) = self.use_warm(id, w, &plan, &stdout, &stderr, stdin.as_ref()) {
+                let fds = (stdin.as_ref(), &stdout, &stderr, gate.as_ref());
+                if let Some(r) = self.use_warm(id, w, &plan, fds) {
                     if r.is_ok() {
                         self.last = Some(req.clone());
                     }
@@ -462,7 +497,7 @@ impl Helper {
         let cgroup = self.command_cgroup(id, &plan.limits)?;
         let l = match self.launch(
             &mut plan,
-            (stdin, Some(stdout), Some(stderr)),
+            (stdin, Some(stdout), Some(stderr), gate),
             None,
             &cgroup,
         ) {
@@ -482,10 +517,11 @@ impl Helper {
                 exit_rd: l.exit_rd,
                 started: false,
                 cgroup,
+                exit_read: false,
             },
         );
         self.by_id.insert(id, l.pid);
-        let r = self.finish_setup(l.pid, &l.setup_rd);
+        let r = self.finish_setup(l.pid, &l.setup_rd, req.gate);
         if r.is_ok() {
             self.last = Some(req.clone());
         }
@@ -494,17 +530,17 @@ impl Helper {
 
     /// Clones the sandbox's init with its namespaces for `plan`, writes its
     /// uid/gid maps, puts it into `cgroup` and lets it build the sandbox.
-    /// `stdio` (stdin, stdout, stderr) go to the command; `ctl` makes it a
-    /// warm sandbox that waits for its command instead (see
+    /// `fds` (stdin, stdout, stderr, gate) go to the command; `ctl` makes
+    /// it a warm sandbox that waits for its command instead (see
     /// [`child::ChildIo::ctl`]).
     fn launch(
         &mut self,
         plan: &mut Plan,
-        stdio: (Option<OwnedFd>, Option<OwnedFd>, Option<OwnedFd>),
+        fds: CommandFds,
         ctl: Option<OwnedFd>,
         cgroup: &Option<PathBuf>,
     ) -> Result<Launched, WireError> {
-        let (stdin, stdout, stderr) = stdio;
+        let (stdin, stdout, stderr, gate) = fds;
         let (sync_rd, sync_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (setup_rd, setup_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
         let (exit_rd, exit_wr) = pipe().map_err(|e| setup_err("pipe", e))?;
@@ -561,13 +597,14 @@ impl Helper {
                 stdout,
                 stderr,
                 ctl,
+                gate,
             };
             child::init_main(plan, io, self.host.root, &self.filters);
         }
         drop(sync_rd);
         drop(setup_wr);
         drop(exit_wr);
-        drop((stdin, stdout, stderr, ctl));
+        drop((stdin, stdout, stderr, ctl, gate));
         let fail = |e: WireError| {
             // SAFETY: our own child; reaped later by reap().
             unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -609,23 +646,33 @@ impl Helper {
         })
     }
 
-    /// Waits for the set-up report of child `pid` (EOF on `setup_rd` once
-    /// the command's `execve` succeeded or the set-up failed).
+    /// Waits for the set-up report of child `pid`: EOF on `setup_rd` once
+    /// the command's `execve` succeeded or the set-up failed, or, for a
+    /// `gated` command, its `G` (confined, waiting at the gate).
     fn finish_setup(
         &mut self,
         pid: libc::pid_t,
         setup_rd: &OwnedFd,
+        gated: bool,
     ) -> Result<(libc::pid_t, super::Enforcement), WireError> {
         let fail = |e: WireError| {
             // SAFETY: our own child; reaped later by reap().
             unsafe { libc::kill(pid, libc::SIGKILL) };
             e
         };
-        let buf = match read_until_eof(setup_rd, SETUP_TIMEOUT_MS) {
+        let buf = match read_setup(setup_rd, SETUP_TIMEOUT_MS, gated) {
             Ok(b) => b,
             Err(e) => return Err(fail(setup_err("setup", e))),
         };
-        trace("setup done (execve)");
+        trace("setup done (execve or gate)");
+        if gated && !child::at_gate(&buf) && child::parse_setup(&buf).is_ok() {
+            // Only our code runs before the gate: a command past it
+            // without having stopped there is a broken child.
+            return Err(fail(setup_err(
+                "setup",
+                "the command did not stop at its gate",
+            )));
+        }
         match child::parse_setup(&buf) {
             Ok(e) => {
                 if let Some(r) = self.children.get_mut(&pid) {
@@ -660,19 +707,23 @@ impl Helper {
         id: u64,
         w: Warm,
         plan: &Plan,
-        stdout: &OwnedFd,
-        stderr: &OwnedFd,
-        stdin: Option<&OwnedFd>,
+        (stdin, stdout, stderr, gate): (Option<&OwnedFd>, &OwnedFd, &OwnedFd, Option<&OwnedFd>),
     ) -> Option<Result<(libc::pid_t, super::Enforcement), WireError>> {
         use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
-        let msg = child::encode_command(plan);
-        if msg.len() > child::WARM_MSG_MAX {
-            self.discard(w);
-            return None;
-        }
+        let mut flags = 0;
         let mut fds = vec![stdout.as_raw_fd(), stderr.as_raw_fd()];
         if let Some(i) = stdin {
             fds.push(i.as_raw_fd());
+            flags |= child::CMD_STDIN;
+        }
+        if let Some(g) = gate {
+            fds.push(g.as_raw_fd());
+            flags |= child::CMD_GATE;
+        }
+        let msg = child::encode_command(plan, flags);
+        if msg.len() > child::WARM_MSG_MAX {
+            self.discard(w);
+            return None;
         }
         let iov = [std::io::IoSlice::new(&msg)];
         let cmsg = [ControlMessage::ScmRights(&fds)];
@@ -688,10 +739,11 @@ impl Helper {
                 exit_rd: w.exit_rd,
                 started: false,
                 cgroup: w.cgroup,
+                exit_read: false,
             },
         );
         self.by_id.insert(id, w.pid);
-        let r = self.finish_setup(w.pid, &w.setup_rd);
+        let r = self.finish_setup(w.pid, &w.setup_rd, gate.is_some());
         if let Err(WireError::Setup { stage, .. }) = &r {
             if stage == child::STALE {
                 // The host changed what its tree pins: build one on request.
@@ -752,7 +804,12 @@ impl Helper {
         let Ok((ctl, ctl_child)) = pair else {
             return;
         };
-        let l = match self.launch(&mut plan, (None, None, None), Some(ctl_child), &cgroup) {
+        let l = match self.launch(
+            &mut plan,
+            (None, None, None, None),
+            Some(ctl_child),
+            &cgroup,
+        ) {
             Ok(l) => l,
             Err(_) => {
                 if let Some(d) = cgroup {
@@ -859,8 +916,38 @@ fn delegate(daemon: libc::pid_t) -> Result<super::cgroup::Delegation, String> {
     Ok(d)
 }
 
-/// Reads `fd` until EOF or `timeout_ms` passes.
-fn read_until_eof(fd: &OwnedFd, timeout_ms: i32) -> Result<Vec<u8>, String> {
+/// The `Exited` message for command `id` with wait status `status`.
+fn exited(id: u64, status: i32, events: super::cgroup::Events) -> FromHelper {
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, Some(libc::SIGKILL))
+    };
+    FromHelper::Exited {
+        id,
+        code,
+        signal,
+        cgroup_oom_kills: events.oom_kills,
+        cgroup_pids_max: events.pids_max,
+    }
+}
+
+/// The fds a command gets: stdin (`None`: `/dev/null`), stdout, stderr
+/// (`None` only for a warm sandbox, which gets them with its command), and
+/// its gate ([`child::ChildIo::gate`]).
+type CommandFds = (
+    Option<OwnedFd>,
+    Option<OwnedFd>,
+    Option<OwnedFd>,
+    Option<OwnedFd>,
+);
+
+/// Reads the setup pipe `fd` until EOF, or (`gated`) until the command
+/// reported that it waits at its gate ([`child::at_gate`]), or until
+/// `timeout_ms` passes.
+fn read_setup(fd: &OwnedFd, timeout_ms: i32, gated: bool) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64);
     loop {
@@ -899,6 +986,9 @@ fn read_until_eof(fd: &OwnedFd, timeout_ms: i32) -> Result<Vec<u8>, String> {
             return Ok(out);
         }
         out.extend_from_slice(&buf[..r as usize]);
+        if gated && child::at_gate(&out) {
+            return Ok(out);
+        }
         if out.len() > 1 << 16 {
             return Err("sandbox set-up report too long".into());
         }

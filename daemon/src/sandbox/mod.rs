@@ -237,6 +237,22 @@ pub struct SpawnRequest {
     /// overlaps the workspace, a hidden path or a system tree.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// Executed instead when no candidate for `argv[0]` can be executed
+    /// (every execve(2) failed), in the same sandbox: `bash -c -- CMD`
+    /// behind a command the daemon runs without a shell, so bash reports
+    /// (or runs, for a script without `#!`) what it cannot start. `None`:
+    /// the failure is the spawn's error (stage `execve`).
+    #[serde(default)]
+    pub fallback: Option<Fallback>,
+}
+
+/// The program a sandbox executes when the request's own cannot be
+/// ([`SpawnRequest::fallback`]): argv (`argv[0]` resolved through `PATH` in
+/// `env`, as for the request) and its complete environment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fallback {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
 }
 
 /// How a command ended.
@@ -504,7 +520,30 @@ impl Spawner {
         stdout: OwnedFd,
         stderr: OwnedFd,
     ) -> Result<Child, SandboxError> {
-        self.spawn_io(req, None, stdout, stderr).await
+        self.spawn_io(req, None, stdout, stderr, false).await
+    }
+
+    /// Like [`Spawner::spawn`], but returns once the command is fully
+    /// confined (namespaces, mount tree, rlimits, Landlock, seccomp) and
+    /// waits at its gate, before `execve`: nothing of the command itself
+    /// has run. [`Child::open_gate`] lets it execute; dropping or killing
+    /// the child instead ends it unexecuted. The caller overlaps the set-up
+    /// with work that must finish before the command runs (its
+    /// pre-checkpoint, the durable `exec_start` record).
+    ///
+    /// A failure to execute the program after the gate (no fallback, or
+    /// the fallback failed too) is written to the command's stderr as
+    /// `warden: PROGRAM: ...` and ends it with status 127 (not found) or
+    /// 126, as a shell reports it.
+    ///
+    /// Errors: as [`Spawner::spawn`], except stage `execve`.
+    pub async fn spawn_gated(
+        &self,
+        req: SpawnRequest,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<Child, SandboxError> {
+        self.spawn_io(req, None, stdout, stderr, true).await
     }
 
     /// Like [`Spawner::spawn`], but the command's stdin is `stdin` (the read
@@ -519,7 +558,7 @@ impl Spawner {
         stdout: OwnedFd,
         stderr: OwnedFd,
     ) -> Result<Child, SandboxError> {
-        self.spawn_io(req, Some(stdin), stdout, stderr).await
+        self.spawn_io(req, Some(stdin), stdout, stderr, false).await
     }
 
     async fn spawn_io(
@@ -528,8 +567,16 @@ impl Spawner {
         stdin: Option<OwnedFd>,
         stdout: OwnedFd,
         stderr: OwnedFd,
+        gated: bool,
     ) -> Result<Child, SandboxError> {
         req.settings.validate()?;
+        let (gate_rd, gate_wr) = if gated {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| SandboxError::Helper(format!("gate pipe: {e}")))?;
+            (Some(r), Some(w))
+        } else {
+            (None, None)
+        };
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (stx, srx) = tokio::sync::oneshot::channel();
         let (etx, erx) = tokio::sync::oneshot::channel();
@@ -547,7 +594,11 @@ impl Spawner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let wire = WireRequest { spawn: req, hidden };
+        let wire = WireRequest {
+            spawn: req,
+            hidden,
+            gate: gated,
+        };
         // If this future is dropped before the helper answers, the command
         // must not run unattended.
         let mut guard = CancelGuard {
@@ -559,6 +610,9 @@ impl Spawner {
         if let Some(i) = &stdin {
             fds.push(i.as_fd());
         }
+        if let Some(g) = &gate_rd {
+            fds.push(g.as_fd());
+        }
         let sent = self.inner.send(
             &ToHelper::Spawn {
                 id,
@@ -567,6 +621,7 @@ impl Spawner {
             &fds,
         );
         drop(fds);
+        drop(gate_rd);
         drop(stdin);
         drop(stdout);
         drop(stderr);
@@ -585,6 +640,7 @@ impl Spawner {
                 inner: self.inner.clone(),
                 exit: Some(erx),
                 done: None,
+                gate: gate_wr,
             }),
             Ok(Err(e)) => {
                 self.forget(id);
@@ -612,6 +668,7 @@ impl Spawner {
             profile: Profile::Write,
             settings: settings.clone(),
             cache_dir: None,
+            fallback: None,
         };
         let r = async {
             let (_r1, w1) = nix::unistd::pipe().map_err(std::io::Error::from)?;
@@ -723,6 +780,8 @@ pub struct Child {
     inner: Arc<Inner>,
     exit: Option<tokio::sync::oneshot::Receiver<ExitInfo>>,
     done: Option<ExitInfo>,
+    /// The write end of the command's gate ([`Spawner::spawn_gated`]).
+    gate: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for Child {
@@ -756,6 +815,26 @@ impl Child {
                 "the spawn helper went away before the command ended".into(),
             )),
         }
+    }
+
+    /// Lets a command from [`Spawner::spawn_gated`] execute (no-op for one
+    /// that already runs).
+    ///
+    /// Errors: [`SandboxError::Helper`] when the command is gone (killed,
+    /// or the helper died): it did not execute.
+    pub fn open_gate(&mut self) -> Result<(), SandboxError> {
+        let Some(g) = self.gate.take() else {
+            return Ok(());
+        };
+        // SAFETY: a 1-byte write from a static buffer to our own pipe.
+        let n = unsafe { libc::write(g.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        if n != 1 {
+            return Err(SandboxError::Helper(format!(
+                "opening the command's gate: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
     }
 
     /// Kills every process the command started. Idempotent.

@@ -208,12 +208,20 @@ pub(crate) struct HostFacts {
     pub landlock_abi_cap: Option<i64>,
 }
 
-/// Everything the child needs.
-pub(crate) struct Plan {
+/// A program to execute: argv, the complete environment (`KEY=value`) and
+/// the candidate executables for `argv[0]`, in `PATH` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cmd {
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
-    /// Candidate executables for `argv[0]`, in `PATH` order.
     pub exe: Vec<CString>,
+}
+
+/// Everything the child needs.
+pub(crate) struct Plan {
+    pub cmd: Cmd,
+    /// Executed when no candidate of `cmd` can be ([`super::Fallback`]).
+    pub fallback: Option<Cmd>,
     pub cwd: PathBuf,
     pub workspace: PathBuf,
     pub private_net: bool,
@@ -259,6 +267,95 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
+/// What resolving a command's environment and executable depends on.
+struct CmdContext<'a> {
+    /// Whether a host path is visible inside the sandbox.
+    is_visible: &'a dyn Fn(&Path) -> bool,
+    home: &'a Path,
+    cwd: &'a Path,
+    cache_dir: Option<&'a Path>,
+}
+
+impl CmdContext<'_> {
+    /// The environment (the caller's, `PATH` restricted to directories the
+    /// sandbox shows, `HOME`, `CARGO_HOME`, `RUSTUP_HOME` set when absent,
+    /// package caches pointed into the cache dir) and the candidates for
+    /// `argv[0]` (execvp(3) semantics, without the shell fallback).
+    /// Errors: `Refused` for NUL bytes or a bad variable name.
+    fn resolve(&self, argv: &[String], env: &[(String, String)]) -> Result<Cmd, WireError> {
+        let home = self.home;
+        let argv = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| refused("command contains a NUL byte"))?;
+        let mut env: Vec<(String, String)> = env.to_vec();
+        let get = |env: &Vec<(String, String)>, k: &str| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
+            env.retain(|(n, _)| n != k);
+            env.push((k.to_string(), v));
+        };
+        let path = get(&env, "PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let kept: Vec<&str> = path
+            .split(':')
+            .filter(|d| {
+                !d.is_empty() && Path::new(d).is_absolute() && (self.is_visible)(Path::new(d))
+            })
+            .collect();
+        set(&mut env, "PATH", kept.join(":"));
+        if get(&env, "HOME").is_none() {
+            set(&mut env, "HOME", home.display().to_string());
+        }
+        if home.join(".cargo/bin").is_dir() && get(&env, "CARGO_HOME").is_none() {
+            set(
+                &mut env,
+                "CARGO_HOME",
+                home.join(".cargo").display().to_string(),
+            );
+        }
+        if let Some(c) = self.cache_dir {
+            // Package managers' caches in the session's cache dir, never
+            // the host's (which the sandbox does not show anyway).
+            for (k, sub) in CACHE_ENV {
+                set(&mut env, k, c.join(sub).display().to_string());
+            }
+        }
+        if home.join(".rustup").is_dir() && get(&env, "RUSTUP_HOME").is_none() {
+            set(
+                &mut env,
+                "RUSTUP_HOME",
+                home.join(".rustup").display().to_string(),
+            );
+        }
+        let env = env
+            .iter()
+            .map(|(k, v)| {
+                if k.is_empty() || k.contains('=') {
+                    return Err(refused(format!("bad environment variable name {k:?}")));
+                }
+                CString::new(format!("{k}={v}"))
+                    .map_err(|_| refused(format!("environment variable {k} contains a NUL byte")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let a0 = argv[0].to_string_lossy();
+        let exe: Vec<CString> = if a0.contains('/') {
+            let p = if Path::new(a0.as_ref()).is_absolute() {
+                PathBuf::from(a0.as_ref())
+            } else {
+                self.cwd.join(a0.as_ref())
+            };
+            vec![CString::new(p.as_os_str().as_bytes()).map_err(|_| refused("NUL in command"))?]
+        } else {
+            kept.iter()
+                .filter_map(|d| CString::new(format!("{d}/{a0}")).ok())
+                .collect()
+        };
+        Ok(Cmd { argv, env, exe })
+    }
+}
+
 impl Plan {
     /// Checks `req` and prepares it. Errors: `Refused` for input that must
     /// not run (bad paths, hidden paths), `Setup` for host trouble.
@@ -271,12 +368,6 @@ impl Plan {
         if req.argv.is_empty() || req.argv[0].is_empty() {
             return Err(refused("empty command"));
         }
-        let argv = req
-            .argv
-            .iter()
-            .map(|a| CString::new(a.as_bytes()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| refused("command contains a NUL byte"))?;
         let ws = &req.workspace;
         let meta = abs_dir(ws, "workspace", true)?;
         if ws == Path::new("/") || SYSTEM.iter().any(|s| ws == Path::new(s)) {
@@ -519,70 +610,19 @@ impl Plan {
         // Environment: the caller's, PATH restricted to what is visible,
         // toolchain homes set.
         let is_visible = |p: &Path| visible.iter().any(|v| p.starts_with(v));
-        let mut env: Vec<(String, String)> = req.env.clone();
-        let get = |env: &Vec<(String, String)>, k: &str| {
-            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        let ctx = CmdContext {
+            is_visible: &is_visible,
+            home: &home,
+            cwd: &req.cwd,
+            cache_dir: req.cache_dir.as_deref(),
         };
-        let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
-            env.retain(|(n, _)| n != k);
-            env.push((k.to_string(), v));
-        };
-        let path = get(&env, "PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-        let kept: Vec<&str> = path
-            .split(':')
-            .filter(|d| !d.is_empty() && Path::new(d).is_absolute() && is_visible(Path::new(d)))
-            .collect();
-        let path = kept.join(":");
-        set(&mut env, "PATH", path.clone());
-        if get(&env, "HOME").is_none() {
-            set(&mut env, "HOME", home_s.clone());
-        }
-        if home.join(".cargo/bin").is_dir() && get(&env, "CARGO_HOME").is_none() {
-            set(
-                &mut env,
-                "CARGO_HOME",
-                home.join(".cargo").display().to_string(),
-            );
-        }
-        if let Some(c) = &req.cache_dir {
-            // Package managers' caches in the session's cache dir, never
-            // the host's (which the sandbox does not show anyway).
-            for (k, sub) in CACHE_ENV {
-                set(&mut env, k, c.join(sub).display().to_string());
+        let cmd = ctx.resolve(&req.argv, &req.env)?;
+        let fallback = match &req.fallback {
+            Some(f) if f.argv.is_empty() || f.argv[0].is_empty() => {
+                return Err(refused("empty fallback command"))
             }
-        }
-        if home.join(".rustup").is_dir() && get(&env, "RUSTUP_HOME").is_none() {
-            set(
-                &mut env,
-                "RUSTUP_HOME",
-                home.join(".rustup").display().to_string(),
-            );
-        }
-        let env = env
-            .iter()
-            .map(|(k, v)| {
-                if k.is_empty() || k.contains('=') {
-                    return Err(refused(format!("bad environment variable name {k:?}")));
-                }
-                CString::new(format!("{k}={v}"))
-                    .map_err(|_| refused(format!("environment variable {k} contains a NUL byte")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-
-        // argv[0] through PATH (execvp(3) semantics, without the shell
-        // fallback).
-        let a0 = &req.argv[0];
-        let exe: Vec<CString> = if a0.contains('/') {
-            let p = if Path::new(a0).is_absolute() {
-                PathBuf::from(a0)
-            } else {
-                req.cwd.join(a0)
-            };
-            vec![CString::new(p.as_os_str().as_bytes()).map_err(|_| refused("NUL in command"))?]
-        } else {
-            kept.iter()
-                .filter_map(|d| CString::new(format!("{d}/{a0}")).ok())
-                .collect()
+            Some(f) => Some(ctx.resolve(&f.argv, &f.env)?),
+            None => None,
         };
 
         let protect = if ws_readonly {
@@ -592,9 +632,8 @@ impl Plan {
         };
 
         Ok(Plan {
-            argv,
-            env,
-            exe,
+            cmd,
+            fallback,
             cwd: req.cwd.clone(),
             workspace: ws.clone(),
             private_net: matches!(req.profile, Profile::SafeRead | Profile::Write),
@@ -714,8 +753,10 @@ mod tests {
                 profile,
                 settings: SandboxSettings::default(),
                 cache_dir: None,
+                fallback: None,
             },
             hidden: vec!["/run".into()],
+            gate: false,
         }
     }
 
@@ -737,12 +778,14 @@ mod tests {
         let ws_path = ws.path().canonicalize().unwrap();
         let plan = Plan::new(&req(&ws_path, Profile::Write), &host(home.path())).unwrap();
         let path = plan
+            .cmd
             .env
             .iter()
             .find_map(|e| e.to_str().ok()?.strip_prefix("PATH=").map(String::from))
             .unwrap();
         assert_eq!(path, format!("/usr/bin:{}/bin", ws_path.display()));
         assert!(plan
+            .cmd
             .env
             .iter()
             .any(|e| e.to_str().unwrap() == format!("HOME={}", home.path().display())));
@@ -868,6 +911,7 @@ mod tests {
         let plan = Plan::new(&r, &host(home.path())).unwrap();
         assert!(plan.rules.write.contains(&c));
         assert!(plan
+            .cmd
             .env
             .iter()
             .any(|e| e.to_str().unwrap() == format!("PIP_CACHE_DIR={}/pip", c.display())));

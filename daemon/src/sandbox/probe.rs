@@ -532,6 +532,7 @@ pub async fn run_attacks(spawner: &Spawner, exe: &Path) -> Vec<AttackResult> {
             profile,
             settings,
             cache_dir: None,
+            fallback: None,
         };
         let r = run_confined(spawner, req, Duration::from_secs(30)).await;
         let marker_ok = std::fs::read_to_string(&marker).ok().as_deref() == Some("host");

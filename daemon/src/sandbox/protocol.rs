@@ -20,12 +20,16 @@ pub(crate) const MAX_FRAME: usize = 16 << 20;
 pub(crate) struct WireRequest {
     pub spawn: SpawnRequest,
     pub hidden: Vec<PathBuf>,
+    /// The last fd is the read end of the command's gate
+    /// ([`super::child::ChildIo::gate`]).
+    #[serde(default)]
+    pub gate: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ToHelper {
-    /// Followed by two fds: stdout, stderr; or three: stdout, stderr, stdin
-    /// (stdin is `/dev/null` when absent).
+    /// Followed by the fds stdout, stderr, optionally stdin (`/dev/null`
+    /// when absent), then the gate when `req.gate` is set.
     Spawn {
         id: u64,
         req: Box<WireRequest>,

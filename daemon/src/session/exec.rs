@@ -17,7 +17,7 @@ use super::journal::{self, CallKey};
 use super::{Peer, Session, SessionError, SessionManager};
 use crate::policy::{Classification, ClassifyContext};
 use crate::redact::StreamRedactor;
-use crate::sandbox::{Enforcement, Profile, SandboxError, SpawnRequest};
+use crate::sandbox::{Child, Enforcement, Fallback, Profile, SandboxError, SpawnRequest};
 
 /// Longest accepted command, bytes.
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
@@ -293,6 +293,23 @@ pub(crate) fn direct_command(
     Some((argv, env))
 }
 
+/// A command set up in its sandbox, waiting at its gate, with the read
+/// ends of its stdout and stderr pipes; `child` is the sandbox's refusal
+/// instead when it cannot give what the policy asks.
+struct Spawned {
+    child: Result<Child, String>,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+}
+
+/// Why a step's preparation (pre-checkpoint, `exec_start`, journal) ended
+/// it before the command ran.
+enum Prepared {
+    /// The pre-checkpoint failed: the step is refused.
+    PreCheckpoint(SessionError),
+    Failed(SessionError),
+}
+
 fn relative_cwd(cwd: &str) -> Result<PathBuf, SessionError> {
     if cwd.contains('\0') {
         return Err(SessionError::InvalidArgument(
@@ -439,11 +456,6 @@ impl SessionManager {
             Some(l) => Some(l.lock().await),
             None => None,
         };
-        // Nested git repositories' hooks and config are fingerprinted before
-        // the command (by the pre-checkpoint's walk) so that what it plants
-        // there is quarantined after it.
-        // 3. Checkpoint (pre) of the workspace. A step whose pre-checkpoint
-        // fails never runs (fail closed: full disk, unreadable workspace).
         let args_json = serde_json::json!({"command": p.command, "cwd": p.cwd}).to_string();
         let meta = crate::checkpoint::CheckpointMeta {
             session_id: session.id.clone(),
@@ -458,12 +470,79 @@ impl SessionManager {
             approval_ids: approval_id.iter().cloned().collect(),
             ..Default::default()
         };
-        let (pre, pre_scan) = match self
-            .checkpoint_step_scanning(&session, None, &meta, writes)
-            .await
-        {
-            Ok(pre) => pre,
-            Err(e) => {
+        // 3. The sandbox is set up while the step is prepared: the command
+        // waits, confined, at its gate (before execve) until its
+        // pre-checkpoint is taken and `exec_start` is on disk.
+        let spawn = self.start_confined(&session, &p.command, cwd, profile);
+        let prepare = async {
+            // Nested git repositories' hooks and config are fingerprinted
+            // before the command (by the pre-checkpoint's walk) so that what
+            // it plants there is quarantined after it.
+            // Checkpoint (pre) of the workspace. A step whose pre-checkpoint
+            // fails never runs (fail closed: full disk, unreadable
+            // workspace).
+            let (pre, pre_scan) = self
+                .checkpoint_step_scanning(&session, None, &meta, writes)
+                .await
+                .map_err(Prepared::PreCheckpoint)?;
+            ph.mark("pre_checkpoint");
+            if let Some(cp) = &pre {
+                let _ = tx
+                    .send(ExecEvent::Checkpoint {
+                        id: cp.id.clone(),
+                        kind: "pre".into(),
+                        root_hash: cp.root_hash.clone(),
+                    })
+                    .await;
+            }
+            // 4. `exec_start`, durable before the command runs.
+            self.audit_exec(
+                peer,
+                &session,
+                &p,
+                crate::approval::actions::EXEC_START,
+                serde_json::json!({
+                    "command": p.command,
+                    "cwd": cwd_rel.to_string_lossy(),
+                    "tier": classification.tier,
+                    "profile": profile.as_str(),
+                    "approval_id": approval_id,
+                    "timeout_ms": timeout_ms,
+                }),
+            )
+            .map_err(Prepared::Failed)?;
+            if let Some(k) = &call {
+                self.journal_start(k, pre.as_ref().map(|c| c.id.as_str()))
+                    .map_err(Prepared::Failed)?;
+            }
+            // Protected paths that do not exist stay absent: what the
+            // command creates there is removed after it (the sandbox can
+            // only make existing paths read-only without creating them in
+            // the repository).
+            let absent = if writes {
+                absent_protected(
+                    &session.workspace,
+                    &session.policy.file.sandbox.protected_in(&session.workspace),
+                )
+            } else {
+                Vec::new()
+            };
+            let nested_before = match (writes, pre_scan) {
+                (false, _) => None,
+                (true, Some(s)) => Some(s),
+                // Checkpoints disabled: a scan of its own.
+                (true, None) => Some(super::nested_git::baseline(session.workspace.clone()).await),
+            };
+            ph.mark("exec_start");
+            Ok((pre, absent, nested_before))
+        };
+        let (spawned, prepared) = tokio::join!(spawn, prepare);
+        // A command that is not let through its gate ends unexecuted when
+        // `spawned` is dropped.
+        let (pre, absent, nested_before) = match prepared {
+            Ok(p) => p,
+            Err(Prepared::PreCheckpoint(e)) => {
+                drop(spawned);
                 let exit = ExitSummary {
                     refusal: Some(format!(
                         "refused: the pre-checkpoint failed, so the command did not run: {e}"
@@ -473,56 +552,14 @@ impl SessionManager {
                 };
                 return self.end_refused(call.as_ref(), exit, false, &tx).await;
             }
+            Err(Prepared::Failed(e)) => {
+                drop(spawned);
+                return Err(e);
+            }
         };
-        ph.mark("pre_checkpoint");
-        if let Some(cp) = &pre {
-            let _ = tx
-                .send(ExecEvent::Checkpoint {
-                    id: cp.id.clone(),
-                    kind: "pre".into(),
-                    root_hash: cp.root_hash.clone(),
-                })
-                .await;
-        }
-
-        // 4. Spawn in the sandbox, once `exec_start` is durable.
-        self.audit_exec(
-            peer,
-            &session,
-            &p,
-            crate::approval::actions::EXEC_START,
-            serde_json::json!({
-                "command": p.command,
-                "cwd": cwd_rel.to_string_lossy(),
-                "tier": classification.tier,
-                "profile": profile.as_str(),
-                "approval_id": approval_id,
-                "timeout_ms": timeout_ms,
-            }),
-        )?;
-        if let Some(k) = &call {
-            self.journal_start(k, pre.as_ref().map(|c| c.id.as_str()))?;
-        }
-        // Protected paths that do not exist stay absent: what the command
-        // creates there is removed after it (the sandbox can only make
-        // existing paths read-only without creating them in the repository).
-        let absent = if writes {
-            absent_protected(
-                &session.workspace,
-                &session.policy.file.sandbox.protected_in(&session.workspace),
-            )
-        } else {
-            Vec::new()
-        };
-        let nested_before = match (writes, pre_scan) {
-            (false, _) => None,
-            (true, Some(s)) => Some(s),
-            // Checkpoints disabled: a scan of its own.
-            (true, None) => Some(super::nested_git::baseline(session.workspace.clone()).await),
-        };
-        ph.mark("exec_start");
+        ph.mark("sandbox");
         let result = self
-            .run_confined(&session, &p.command, cwd, profile, timeout_ms, limit, &tx)
+            .run_confined(&session, spawned, profile, timeout_ms, limit, &tx)
             .await;
         ph.mark("run");
         // 5. Checkpoint (post): the step's change set. A safe-read command ran
@@ -664,17 +701,18 @@ impl SessionManager {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn run_confined(
-        self: &Arc<Self>,
+    /// Sets `command` up in its sandbox, stopped at its gate
+    /// ([`crate::sandbox::Spawner::spawn_gated`]). A lone simple command of
+    /// plain words ([`direct_command`]) is executed without a shell, with
+    /// `bash -c` as its fallback when it cannot be executed that way (bash
+    /// then reports or runs it, as it would have).
+    async fn start_confined(
+        &self,
         session: &Session,
         command: &str,
         cwd: PathBuf,
         profile: Profile,
-        timeout_ms: u64,
-        limit: u64,
-        tx: &mpsc::Sender<ExecEvent>,
-    ) -> Result<ExitSummary, SessionError> {
+    ) -> Result<Spawned, SessionError> {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         // Install-tier commands write package caches into the session's own
@@ -686,7 +724,7 @@ impl SessionManager {
         } else {
             None
         };
-        let req = SpawnRequest {
+        let mut req = SpawnRequest {
             // `--`: a command starting with `-` is a command, not an option.
             argv: vec!["bash".into(), "-c".into(), "--".into(), command.to_string()],
             env: base_env(),
@@ -695,54 +733,63 @@ impl SessionManager {
             profile,
             settings: session.policy.file.sandbox.clone(),
             cache_dir,
+            fallback: None,
         };
-        let started = Instant::now();
-        // A plain `program arg...` runs without the shell in between, as
-        // bash itself would run it (`bash -c` execs a lone simple command);
-        // when the program cannot be started that way the command runs
-        // through bash after all, which reports it as bash does.
-        let direct = direct_command(command, &req.env, &req.cwd);
-        let spawned = match direct {
-            Some((argv, env)) => {
-                let dup = |f: &OwnedFd| {
-                    f.try_clone()
-                        .map_err(|e| SessionError::Internal(format!("dup: {e}")))
-                };
-                let (out2, err2) = (dup(&out_w)?, dup(&err_w)?);
-                let mut d = req.clone();
-                d.argv = argv;
-                d.env = env;
-                match self.spawner().spawn(d, out2, err2).await {
-                    Err(SandboxError::Setup { stage, .. }) if stage == "execve" => {
-                        self.spawner().spawn(req, out_w, err_w).await
-                    }
-                    // The command holds its own copies: the readers see
-                    // EOF when it ends.
-                    r => {
-                        drop((out_w, err_w));
-                        r
-                    }
-                }
-            }
-            None => self.spawner().spawn(req, out_w, err_w).await,
-        };
-        let mut child = match spawned {
-            Ok(c) => c,
+        if let Some((argv, env)) = direct_command(command, &req.env, &req.cwd) {
+            req.fallback = Some(Fallback {
+                argv: std::mem::replace(&mut req.argv, argv),
+                env: std::mem::replace(&mut req.env, env),
+            });
+        }
+        let child = match self.spawner().spawn_gated(req, out_w, err_w).await {
+            Ok(c) => Ok(c),
             // The sandbox cannot give what the policy asks (full Landlock,
             // cgroup limits, an idmappable workspace): refused, never run
             // weaker.
-            Err(SandboxError::Refused(m)) => {
-                return Ok(ExitSummary {
-                    refusal: Some(format!("refused by the sandbox: {m}")),
-                    ..Default::default()
-                })
-            }
+            Err(SandboxError::Refused(m)) => Err(format!("refused by the sandbox: {m}")),
             Err(e) => {
                 return Err(SessionError::Internal(format!(
                     "could not start the command: {e}"
                 )))
             }
         };
+        Ok(Spawned {
+            child,
+            out_r,
+            err_r,
+        })
+    }
+
+    /// Lets the command of `spawned` run and follows it to its end: output
+    /// streamed (redacted, capped at `limit` bytes per stream), killed at
+    /// `timeout_ms` or when the caller goes away.
+    async fn run_confined(
+        self: &Arc<Self>,
+        session: &Session,
+        spawned: Result<Spawned, SessionError>,
+        profile: Profile,
+        timeout_ms: u64,
+        limit: u64,
+        tx: &mpsc::Sender<ExecEvent>,
+    ) -> Result<ExitSummary, SessionError> {
+        let Spawned {
+            child,
+            out_r,
+            err_r,
+        } = spawned?;
+        let mut child = match child {
+            Ok(c) => c,
+            Err(refusal) => {
+                return Ok(ExitSummary {
+                    refusal: Some(refusal),
+                    ..Default::default()
+                })
+            }
+        };
+        let started = Instant::now();
+        child
+            .open_gate()
+            .map_err(|e| SessionError::Internal(format!("could not start the command: {e}")))?;
         let key = match self.register_running(child.kill_handle()) {
             Ok(k) => k,
             Err(e) => {
