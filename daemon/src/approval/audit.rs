@@ -613,9 +613,11 @@ impl AuditLog {
         record.hash = record.compute_hash();
         let insert = |tx: &rusqlite::Transaction<'_>| -> Result<T, E> {
             let out = change(tx)?;
-            tx.execute(
+            tx.prepare_cached(
                 &format!("INSERT INTO audit_log ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
-                params![
+            )
+            .map_err(AuditError::from)?
+            .execute(params![
                     record.seq as i64,
                     record.time_ms,
                     record.session_id,

@@ -255,20 +255,18 @@ pub(crate) fn insert(conn: &mut Connection, n: &NewRecord) -> Result<i64> {
     let run_state: Option<String> = match &m.run_state_json {
         Some(s) => Some(s.clone()),
         None if !m.run_id.is_empty() => conn
-            .query_row(
-                "SELECT state_json FROM runs WHERE id = ?1",
-                [&m.run_id],
-                |r| r.get::<_, String>(0),
-            )
+            .prepare_cached("SELECT state_json FROM runs WHERE id = ?1")?
+            .query_row([&m.run_id], |r| r.get::<_, String>(0))
             .optional()?
             .filter(|s| !s.is_empty()),
         None => None,
     };
     let write = |tx: &rusqlite::Transaction<'_>| -> Result<i64> {
-        tx.execute(
+        tx.prepare_cached(
         "INSERT INTO checkpoints (id, workspace, session_id, run_id, step_id, tool_call_id, kind, tool, arguments_json, tier, decision, side_effects, compensation, result_json, base_id, changes_json, root_hash, entry_count, total_bytes, new_blob_bytes, not_stored_json, settings_json, history_ref, plan_json, approval_ids_json, input_tokens, output_tokens, cost_micros, run_state_json, audit_seq, audit_head, rollback_of, rollback_json, complete, created_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, 1, ?34)",
-        params![
+        )?
+        .execute(params![
             n.id,
             n.workspace,
             m.session_id,
@@ -330,11 +328,10 @@ fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
 
 /// A complete checkpoint by id, with its settings JSON.
 pub(crate) fn get(conn: &Connection, id: &str) -> Result<(Checkpoint, String)> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM checkpoints WHERE id = ?1 AND complete = 1"),
-        [id],
-        from_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM checkpoints WHERE id = ?1 AND complete = 1"
+    ))?
+    .query_row([id], from_row)
     .optional()?
     .ok_or_else(|| CheckpointError::NotFound(id.to_string()))
 }

@@ -310,6 +310,15 @@ struct Local {
     buf: Vec<u8>,
 }
 
+impl Local {
+    fn new() -> Local {
+        Local {
+            buf: vec![0; 32 << 10],
+            ..Default::default()
+        }
+    }
+}
+
 /// A directory still to read: its parent's fd and its name (opened lazily
 /// so a wide tree does not hold thousands of fds), or the root.
 struct Job {
@@ -535,10 +544,11 @@ impl Walker<'_> {
     }
 
     fn worker(&self, root: &Arc<OwnedFd>) -> Result<Local> {
-        let mut local = Local {
-            buf: vec![0; 32 << 10],
-            ..Default::default()
-        };
+        self.work(root, Local::new())
+    }
+
+    /// Takes jobs until the walk is done, adding to `local`.
+    fn work(&self, root: &Arc<OwnedFd>, mut local: Local) -> Result<Local> {
         loop {
             let job = {
                 let mut q = self.lock();
@@ -923,16 +933,28 @@ fn run_walk(root: &Dir, walker: &Walker, record: bool, git: GitCtx) -> Result<Ve
             .unwrap_or(1)
             .clamp(1, 8)
     });
+    // The root on this thread: a workspace without subdirectories (or an
+    // unchanged one whose listings are cached) needs no other thread.
+    let mut first = Local::new();
+    let root_job = walker.lock().jobs.pop();
+    if let Some(job) = root_job {
+        walker.process(&root_fd, job, &mut first)?;
+    }
+    if walker.lock().jobs.is_empty() {
+        first.items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        return Ok(vec![first]);
+    }
     let results: Vec<Result<Local>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
+        let hs: Vec<_> = (1..threads)
             .map(|_| s.spawn(|| walker.worker(&root_fd)))
             .collect();
-        hs.into_iter()
-            .map(|h| {
+        let mine = walker.work(&root_fd, first);
+        std::iter::once(mine)
+            .chain(hs.into_iter().map(|h| {
                 h.join().unwrap_or_else(|_| {
                     Err(CheckpointError::Invalid("snapshot worker panicked".into()))
                 })
-            })
+            }))
             .collect()
     });
     results.into_iter().collect()

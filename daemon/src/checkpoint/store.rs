@@ -350,11 +350,14 @@ impl CheckpointStore {
         let ws_str = ws.to_string_lossy();
         let row = {
             let conn = self.inner.db.lock();
-            conn.query_row(
+            conn.prepare_cached(
                 "SELECT seq, id, root_hash FROM checkpoints WHERE workspace = ?1 AND complete = 1 ORDER BY seq DESC LIMIT 1",
-                [ws_str.as_ref()],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
             )
+            .and_then(|mut st| {
+                st.query_row([ws_str.as_ref()], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                })
+            })
             .ok()
         };
         let Some((seq, id, root_hex)) = row else {

@@ -547,6 +547,7 @@ fn wait_command(pid: libc::pid_t, exit_wr: RawFd) -> ! {
             // SAFETY: non-blocking waitpid on any child.
             let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if r == pid {
+                super::helper::trace("init: command reaped");
                 // Nothing of the command may outlive its report: kill what
                 // it left (kill(2): -1 is every process of this pid
                 // namespace but init) and reap it all, then report. The
@@ -742,6 +743,7 @@ fn command_main(
         unsafe { libc::_exit(125) }
     }
     drop(gate);
+    super::helper::trace("cmd: through the gate");
     let e = exec_all(plan);
     // Past the gate the command's own stderr is the place to say why, as
     // a shell would (126: cannot execute, 127: not found).

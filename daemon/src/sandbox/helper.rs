@@ -26,9 +26,11 @@ static mut T0: Option<std::time::Instant> = None;
 const TRACE_FD: i32 = 1023;
 
 /// With `WARDEN_SPAWN_TRACE=1` in the daemon's environment, prints the time
-/// of each set-up phase (µs since the request arrived) and the CPU time of
-/// the printing process so far (µs; a fresh clone starts at zero) on
-/// standard error.
+/// of each set-up phase (µs since the request arrived; in a sandbox's own
+/// processes, since the request their helper served before they were
+/// cloned), `CLOCK_MONOTONIC` in µs (comparable across processes), and the
+/// CPU time of the printing process so far (µs; a fresh clone starts at
+/// zero) on standard error.
 pub(crate) fn trace(what: &str) {
     if *TRACE.get_or_init(|| std::env::var_os("WARDEN_SPAWN_TRACE").is_some()) {
         // SAFETY: single-threaded process; T0 is only written in try_spawn.
@@ -44,14 +46,31 @@ pub(crate) fn trace(what: &str) {
             // SAFETY: clock_gettime into a local timespec.
             unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
             let cpu = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
+            // SAFETY: as above.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            let mono = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
             let line = format!(
-                "spawn-trace {:>8} us  cpu {:>6} us  {what}\n",
+                "spawn-trace {:>8} us  mono {mono:>14} us  cpu {cpu:>6} us  {what}\n",
                 t0.elapsed().as_micros(),
-                cpu
             );
             // SAFETY: write(2) of a local buffer.
             unsafe { libc::write(TRACE_FD, line.as_ptr().cast(), line.len()) };
         }
+    }
+}
+
+/// [`trace`] for the daemon's side of a spawn (its own standard error;
+/// `CLOCK_MONOTONIC` only).
+pub(crate) fn trace_daemon(what: &str) {
+    if *TRACE.get_or_init(|| std::env::var_os("WARDEN_SPAWN_TRACE").is_some()) {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime into a local timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let mono = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
+        eprintln!("spawn-trace daemon    mono {mono:>14} us  {what}");
     }
 }
 

@@ -747,6 +747,7 @@ fn reader(sock: UnixStream, inner: std::sync::Weak<Inner>, helper_pid: i32) {
                 cgroup_oom_kills,
                 cgroup_pids_max,
             } => {
+                helper::trace_daemon("exited received");
                 if let Some(tx) = t.exited.remove(&id) {
                     let _ = tx.send(ExitInfo {
                         code,
@@ -828,6 +829,7 @@ impl Child {
         };
         // SAFETY: a 1-byte write from a static buffer to our own pipe.
         let n = unsafe { libc::write(g.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        helper::trace_daemon("gate opened");
         if n != 1 {
             return Err(SandboxError::Helper(format!(
                 "opening the command's gate: {}",

@@ -185,6 +185,7 @@ impl Exec for ExecService {
         });
         // A one-shot call's session: the same checks as CreateSession (a bad
         // workspace or policy is a status), closed when the call ends.
+        let t0 = std::time::Instant::now();
         let one_shot = match checked {
             Ok(Some((ws, name, toml))) => {
                 let mgr = self.mgr.clone();
@@ -199,6 +200,9 @@ impl Exec for ExecService {
         };
         if let Ok(Some(o)) = &one_shot {
             params.session_id = o.session().id.clone();
+            if std::env::var_os("WARDEN_EXEC_TRACE").is_some() {
+                eprintln!("exec-trace one-shot open {} us", t0.elapsed().as_micros());
+            }
         }
         let mut span = super::traces::tool_span(
             &self.mgr,
