@@ -198,39 +198,22 @@ fn decode_command(mut b: &[u8]) -> Option<WarmCommand> {
     })
 }
 
-/// A warm init's wait: reports ready on `ctl`, then waits for the command
-/// and its fds (stdout, stderr, then stdin and the gate as its flags say).
-/// `None` when the
-/// helper is gone (its end of the exit pipe closed) or dropped this
-/// sandbox (`ctl` closed), or sent something malformed.
-fn await_command(ctl: &OwnedFd, exit_wr: RawFd) -> Option<(WarmCommand, Vec<OwnedFd>)> {
+/// A warm sandbox's command process's wait: reports ready on `ctl`, then
+/// waits for the command and its fds (stdout, stderr, then stdin and the
+/// gate as its flags say). `None` when the helper dropped this sandbox or
+/// is gone (`ctl` closed), or sent something malformed.
+fn await_command(ctl: &OwnedFd) -> Option<(WarmCommand, Vec<OwnedFd>)> {
     use nix::sys::socket::{recvmsg, send, ControlMessageOwned, MsgFlags};
     send(ctl.as_raw_fd(), b"R", MsgFlags::MSG_NOSIGNAL).ok()?;
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: ctl.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: exit_wr,
-                events: 0,
-                revents: 0,
-            },
-        ];
-        // SAFETY: valid pollfd array.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            continue;
-        }
-        if fds[1].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-            return None;
-        }
-        if fds[0].revents != 0 {
-            break;
-        }
-    }
+    // A helper that drops this sandbox or dies closes its end: recvmsg
+    // then returns 0 bytes (its init goes with the helper anyway).
+    let mut p = libc::pollfd {
+        fd: ctl.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    while unsafe { libc::poll(&mut p, 1, -1) } < 0 {}
     let mut buf = vec![0u8; WARM_MSG_MAX];
     let mut cbuf = nix::cmsg_space!([RawFd; 4]);
     let mut iov = [std::io::IoSliceMut::new(&mut buf)];
@@ -453,51 +436,42 @@ pub(crate) fn init_main(
     drop(srcs);
 
     super::helper::trace("child: sealed");
-    // A warm sandbox: built ahead of its command, which comes now.
-    if let Some(ctl) = io.ctl.take() {
+    // A warm sandbox: built ahead of its command. Its command process is
+    // forked and confined now, and waits for the command itself.
+    let pid = if let Some(ctl) = io.ctl.take() {
         let pinned = pinned_mounts(plan);
-        let Some((c, mut fds)) = await_command(&ctl, io.exit_wr.as_raw_fd()) else {
-            // SAFETY: _exit is always safe.
-            unsafe { libc::_exit(0) }
-        };
-        drop(ctl);
-        // The host deleting a pinned object since (even recreating it with
-        // the same inode number) detached our mount on it: then this
-        // sandbox no longer protects what a fresh one would. The helper
-        // builds one on request instead.
-        if pinned_mounts(plan) != pinned {
-            fail(
-                setup,
-                STALE,
-                "a protected path or mask changed since the sandbox was built",
-            );
+        // SAFETY: the process is single-threaded; the child only runs our
+        // code until execve.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            fail(setup, "fork", &os_err("fork"));
         }
-        (plan.cmd, plan.fallback, plan.cwd) = (c.cmd, c.fallback, c.cwd);
-        io.gate = (c.flags & CMD_GATE != 0).then(|| fds.pop()).flatten();
-        io.stdin = (c.flags & CMD_STDIN != 0).then(|| fds.pop()).flatten();
-        io.stderr = fds.pop();
-        io.stdout = fds.pop();
-        super::helper::trace("child: warm command");
-    }
-    let (Some(stdout), Some(stderr)) = (io.stdout.take(), io.stderr.take()) else {
-        fail(setup, "stdio", "no stdout/stderr for the command")
+        if pid == 0 {
+            drop(io.exit_wr);
+            warm_command_main(plan, io.setup_wr, ctl, &pinned, filters);
+        }
+        pid
+    } else {
+        let (Some(stdout), Some(stderr)) = (io.stdout.take(), io.stderr.take()) else {
+            fail(setup, "stdio", "no stdout/stderr for the command")
+        };
+        // SAFETY: as above.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            fail(setup, "fork", &os_err("fork"));
+        }
+        if pid == 0 {
+            drop(io.exit_wr);
+            let stdio = (io.stdin, stdout, stderr);
+            command_main(plan, io.setup_wr, stdio, io.gate, filters);
+        }
+        pid
     };
-    // SAFETY: the process is single-threaded; the child only runs our code
-    // until execve.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        fail(setup, "fork", &os_err("fork"));
-    }
-    if pid == 0 {
-        drop(io.exit_wr);
-        let stdio = (io.stdin, stdout, stderr);
-        command_main(plan, io.setup_wr, stdio, io.gate, filters);
-    }
     drop(io.setup_wr);
     drop(io.gate);
     drop(io.stdin);
-    drop(stdout);
-    drop(stderr);
+    drop(io.stdout);
+    drop(io.stderr);
     // Init keeps nothing of the daemon's stdio (a terminal, a log).
     // SAFETY: dup2 onto our own standard fds.
     unsafe {
@@ -615,7 +589,7 @@ fn set_limit(res: libc::__rlimit_resource_t, v: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The command process. Never returns.
+/// The command process of a sandbox built on request. Never returns.
 fn command_main(
     plan: &Plan,
     setup_wr: OwnedFd,
@@ -625,6 +599,61 @@ fn command_main(
 ) -> ! {
     let setup = setup_wr.as_raw_fd();
     super::helper::trace("cmd: forked");
+    let null = confine(plan, setup, filters);
+    attach(plan, setup, (stdin.or(null), stdout, stderr));
+    execute(plan, setup_wr, gate)
+}
+
+/// The command process of a warm sandbox, forked and confined while the
+/// sandbox waits: it then waits for the command on `ctl`, checks that the
+/// host objects its mounts pin are still the same ones (`pinned`, see
+/// [`pinned_mounts`]), and goes on as a command built on request. Never
+/// returns.
+fn warm_command_main(
+    plan: &mut Plan,
+    setup_wr: OwnedFd,
+    ctl: OwnedFd,
+    pinned: &[(std::path::PathBuf, Option<u64>)],
+    filters: &[BpfProgram],
+) -> ! {
+    let setup = setup_wr.as_raw_fd();
+    super::helper::trace("cmd: forked (warm)");
+    let null = confine(plan, setup, filters);
+    let Some((c, mut fds)) = await_command(&ctl) else {
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(0) }
+    };
+    drop(ctl);
+    // The host deleting a pinned object since (even recreating it with the
+    // same inode number) detached our mount on it: then this sandbox no
+    // longer protects what a fresh one would. The helper builds one on
+    // request instead.
+    if pinned_mounts(plan) != pinned {
+        fail(
+            setup,
+            STALE,
+            "a protected path or mask changed since the sandbox was built",
+        );
+    }
+    (plan.cmd, plan.fallback, plan.cwd) = (c.cmd, c.fallback, c.cwd);
+    let gate = (c.flags & CMD_GATE != 0).then(|| fds.pop()).flatten();
+    let stdin = (c.flags & CMD_STDIN != 0).then(|| fds.pop()).flatten();
+    let (Some(stderr), Some(stdout)) = (fds.pop(), fds.pop()) else {
+        fail(setup, "stdio", "no stdout/stderr for the command")
+    };
+    super::helper::trace("cmd: warm command");
+    attach(plan, setup, (stdin.or(null), stdout, stderr));
+    execute(plan, setup_wr, gate)
+}
+
+/// Confines this process as the command's: a new session, default signal
+/// dispositions and an empty mask, rlimits, no core dumps, umask 022, every
+/// capability dropped, `no_new_privs`, Landlock (refused when the policy
+/// requires full enforcement and the kernel gives less; the enforcement is
+/// reported on `setup` as `L`), seccomp last. Returns `/dev/null` opened
+/// for the command's stdin (before Landlock), or `None` when it cannot be.
+/// Failures are reported on `setup` and end the process.
+fn confine(plan: &Plan, setup: RawFd, filters: &[BpfProgram]) -> Option<OwnedFd> {
     // SAFETY: these calls only touch this process's own state.
     unsafe {
         if libc::setsid() < 0 {
@@ -639,26 +668,12 @@ fn command_main(
                 libc::signal(s, libc::SIG_DFL);
             }
         }
-        let null = match &stdin {
-            Some(_) => -1,
-            None => libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC),
-        };
-        let input = stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(null);
-        if input < 0
-            || libc::dup2(input, 0) < 0
-            || libc::dup2(stdout.as_raw_fd(), 1) < 0
-            || libc::dup2(stderr.as_raw_fd(), 2) < 0
-        {
-            fail(setup, "stdio", &os_err("stdio"));
-        }
-        if null >= 0 {
-            libc::close(null);
-        }
     }
-    drop(stdin);
-    drop(stdout);
-    drop(stderr);
-
+    // SAFETY: open(2) of a constant path; a fresh fd or -1.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    // SAFETY: a fresh fd owned here.
+    let null =
+        (null >= 0).then(|| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(null) });
     let l = &plan.limits;
     let limits: [(libc::__rlimit_resource_t, u64); 5] = [
         (libc::RLIMIT_NPROC, l.nproc),
@@ -674,24 +689,9 @@ fn command_main(
     }
     // No core dumps of sandboxed processes.
     let _ = set_limit(libc::RLIMIT_CORE, 0);
-    if let Err(e) = std::env::set_current_dir(&plan.cwd) {
-        fail(setup, "cwd", &format!("chdir {}: {e}", plan.cwd.display()));
-    }
-    // SAFETY: plain syscalls.
-    unsafe {
-        libc::umask(0o022);
-        // Everything but 0-2 closes on execve (the setup pipe too).
-        if libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            4u32, /* CLOEXEC */
-        ) != 0
-        {
-            fail(setup, "fds", &os_err("close_range"));
-        }
-    }
-    super::helper::trace("cmd: stdio, rlimits, cwd, fds");
+    // SAFETY: umask only changes this process's file mode mask.
+    unsafe { libc::umask(0o022) };
+    super::helper::trace("cmd: session, signals, rlimits");
     if let Err(e) = drop_caps() {
         fail(setup, "capabilities", &e);
     }
@@ -715,11 +715,54 @@ fn command_main(
         );
     }
     super::helper::trace("cmd: landlock");
-    report(setup, &[b'L', enforcement as u8]);
     if let Err(e) = super::seccomp::install(filters) {
         fail(setup, "seccomp", &e);
     }
     super::helper::trace("cmd: seccomp");
+    report(setup, &[b'L', enforcement as u8]);
+    null
+}
+
+/// Gives the command its stdio (`stdin`: `None` when `/dev/null` could not
+/// be opened) and working directory, and marks every other fd
+/// close-on-exec (the setup pipe too). Failures are reported on `setup`
+/// and end the process.
+fn attach(plan: &Plan, setup: RawFd, (stdin, stdout, stderr): (Option<OwnedFd>, OwnedFd, OwnedFd)) {
+    // SAFETY: dup2 onto this process's own standard fds.
+    unsafe {
+        let input = stdin.as_ref().map(|f| f.as_raw_fd()).unwrap_or(-1);
+        if input < 0
+            || libc::dup2(input, 0) < 0
+            || libc::dup2(stdout.as_raw_fd(), 1) < 0
+            || libc::dup2(stderr.as_raw_fd(), 2) < 0
+        {
+            fail(setup, "stdio", &os_err("stdio"));
+        }
+    }
+    drop((stdin, stdout, stderr));
+    if let Err(e) = std::env::set_current_dir(&plan.cwd) {
+        fail(setup, "cwd", &format!("chdir {}: {e}", plan.cwd.display()));
+    }
+    // SAFETY: close_range(2) with the CLOEXEC flag only sets flags.
+    unsafe {
+        // Everything but 0-2 closes on execve (the setup pipe too).
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            4u32, /* CLOSE_RANGE_CLOEXEC */
+        ) != 0
+        {
+            fail(setup, "fds", &os_err("close_range"));
+        }
+    }
+    super::helper::trace("cmd: stdio, cwd, fds");
+}
+
+/// Executes the command: at once, or (with a `gate`) once the gate opens,
+/// after reporting `G` on the setup pipe. Never returns.
+fn execute(plan: &Plan, setup_wr: OwnedFd, gate: Option<OwnedFd>) -> ! {
+    let setup = setup_wr.as_raw_fd();
     let Some(gate) = gate else {
         let e = exec_all(plan);
         fail(setup, "execve", &e)
