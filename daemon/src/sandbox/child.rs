@@ -439,7 +439,6 @@ pub(crate) fn init_main(
     // A warm sandbox: built ahead of its command. Its command process is
     // forked and confined now, and waits for the command itself.
     let pid = if let Some(ctl) = io.ctl.take() {
-        let pinned = pinned_mounts(plan);
         // SAFETY: the process is single-threaded; the child only runs our
         // code until execve.
         let pid = unsafe { libc::fork() };
@@ -448,7 +447,7 @@ pub(crate) fn init_main(
         }
         if pid == 0 {
             drop(io.exit_wr);
-            warm_command_main(plan, io.setup_wr, ctl, &pinned, filters);
+            warm_command_main(plan, io.setup_wr, ctl, filters);
         }
         pid
     } else {
@@ -606,19 +605,19 @@ fn command_main(
 
 /// The command process of a warm sandbox, forked and confined while the
 /// sandbox waits: it then waits for the command on `ctl`, checks that the
-/// host objects its mounts pin are still the same ones (`pinned`, see
-/// [`pinned_mounts`]), and goes on as a command built on request. Never
-/// returns.
+/// host objects its mounts pin are still the same ones (see
+/// [`pinned_mounts`]; read before and after the wait with the same
+/// privileges), and goes on as a command built on request. Never returns.
 fn warm_command_main(
     plan: &mut Plan,
     setup_wr: OwnedFd,
     ctl: OwnedFd,
-    pinned: &[(std::path::PathBuf, Option<u64>)],
     filters: &[BpfProgram],
 ) -> ! {
     let setup = setup_wr.as_raw_fd();
     super::helper::trace("cmd: forked (warm)");
     let null = confine(plan, setup, filters);
+    let pinned = pinned_mounts(plan);
     let Some((c, mut fds)) = await_command(&ctl) else {
         // SAFETY: _exit is always safe.
         unsafe { libc::_exit(0) }
