@@ -53,9 +53,22 @@ fn exec_ends(d: &Daemon) -> usize {
         .count()
 }
 
-/// Starts `warden exec --json -- ./mk` and returns once the pre-checkpoint
-/// event arrived (the command waits at its gate: `exec_start` is next).
-fn exec_until_pre_checkpoint(d: &Daemon, ws: &Path) -> std::process::Child {
+/// Fills `ws` with enough files that its pre-checkpoint takes a while
+/// (hundreds of ms in a debug build), and takes a first checkpoint of them.
+fn slow_workspace(d: &Daemon, ws: &Path) {
+    for i in 0..20_000 {
+        let dir = ws.join(format!("d{}", i % 200));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}")), format!("{i}\n")).unwrap();
+    }
+    let out = d.run(&["exec", "--workspace", ws.to_str().unwrap(), "--yes", "--", "true;"]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Starts `warden exec --json -- ./mk` and returns once the decision event
+/// arrived: the step's pre-checkpoint is being taken (the command is set
+/// up meanwhile and waits at its gate).
+fn exec_until_decided(d: &Daemon, ws: &Path) -> std::process::Child {
     let mut c = d
         .warden()
         .args(["exec", "--workspace", ws.to_str().unwrap(), "--yes", "--json"])
@@ -68,8 +81,8 @@ fn exec_until_pre_checkpoint(d: &Daemon, ws: &Path) -> std::process::Child {
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(r.read_line(&mut line).unwrap() > 0, "no pre-checkpoint event");
-        if line.contains("\"kind\":\"pre\"") {
+        assert!(r.read_line(&mut line).unwrap() > 0, "no decision event");
+        if line.contains("\"event\":\"decision\"") {
             return c;
         }
     }
@@ -80,12 +93,13 @@ fn a_command_whose_client_left_before_its_gate_never_runs() {
     let d = Daemon::start();
     let ws = workspace();
     fast_marker_binary(ws.path());
+    slow_workspace(&d, ws.path());
     let marker = ws.path().join("ran-past-gate");
     for attempt in 0..8 {
         let _ = std::fs::remove_file(&marker);
         let before = exec_ends(&d);
-        let mut c = exec_until_pre_checkpoint(&d, ws.path());
-        // The caller goes away (Ctrl-C) while the step is being prepared.
+        let mut c = exec_until_decided(&d, ws.path());
+        // The caller goes away (Ctrl-C) during the pre-checkpoint.
         c.kill().unwrap();
         c.wait().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -105,11 +119,12 @@ fn a_command_gated_when_shutdown_begins_never_runs() {
     let mut d = Daemon::start();
     let ws = workspace();
     fast_marker_binary(ws.path());
+    slow_workspace(&d, ws.path());
     let marker = ws.path().join("ran-past-gate");
     for attempt in 0..8 {
         let _ = std::fs::remove_file(&marker);
-        let mut c = exec_until_pre_checkpoint(&d, ws.path());
-        // SIGTERM while the step is being prepared: the daemon refuses new
+        let mut c = exec_until_decided(&d, ws.path());
+        // SIGTERM during the pre-checkpoint: the daemon refuses new
         // work and kills what runs; the client is told it is shutting down.
         d.terminate();
         let _ = c.wait();
