@@ -833,7 +833,12 @@ fn exec_candidates(cmd: &Cmd) -> String {
         if e != libc::ENOENT && e != libc::ENOTDIR {
             last = e;
         }
-        if e == libc::ENOEXEC {
+        // bash runs the first match that is an executable regular file,
+        // whatever execve(2) then says (ENOEXEC: as a script; ENOENT from a
+        // missing `#!` interpreter, EACCES, ETXTBSY: an error), never a
+        // later one.
+        if e == libc::ENOEXEC || runnable_file(exe) {
+            last = e;
             break;
         }
     }
@@ -842,6 +847,18 @@ fn exec_candidates(cmd: &Cmd) -> String {
         format!("{a0}: command not found")
     } else {
         format!("{a0}: {}", std::io::Error::from_raw_os_error(last))
+    }
+}
+
+/// Whether `exe` is a regular file this process may execute (access(2)
+/// `X_OK`): what bash's `PATH` search picks.
+fn runnable_file(exe: &CString) -> bool {
+    // SAFETY: stat/access on a NUL-terminated path into a local buffer.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::stat(exe.as_ptr(), &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && libc::access(exe.as_ptr(), libc::X_OK) == 0
     }
 }
 

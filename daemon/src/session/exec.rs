@@ -786,10 +786,8 @@ impl SessionManager {
                 })
             }
         };
-        let started = Instant::now();
-        child
-            .open_gate()
-            .map_err(|e| SessionError::Internal(format!("could not start the command: {e}")))?;
+        // Registered (so shutdown refuses or kills it) and its caller still
+        // there before the gate opens: otherwise it never executes.
         let key = match self.register_running(child.kill_handle()) {
             Ok(k) => k,
             Err(e) => {
@@ -797,6 +795,22 @@ impl SessionManager {
                 return Err(e);
             }
         };
+        if tx.is_closed() {
+            self.unregister_running(key);
+            child.kill();
+            return Ok(ExitSummary {
+                client_gone: true,
+                refusal: Some("the client went away before the command started".into()),
+                ..Default::default()
+            });
+        }
+        let started = Instant::now();
+        if let Err(e) = child.open_gate() {
+            self.unregister_running(key);
+            return Err(SessionError::Internal(format!(
+                "could not start the command: {e}"
+            )));
+        }
         let _ = tx
             .send(ExecEvent::Started {
                 pid: child.pid,
