@@ -61,7 +61,14 @@ fn slow_workspace(d: &Daemon, ws: &Path) {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("f{i}")), format!("{i}\n")).unwrap();
     }
-    let out = d.run(&["exec", "--workspace", ws.to_str().unwrap(), "--yes", "--", "true;"]);
+    let out = d.run(&[
+        "exec",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--yes",
+        "--",
+        "true;",
+    ]);
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -71,7 +78,13 @@ fn slow_workspace(d: &Daemon, ws: &Path) {
 fn exec_until_decided(d: &Daemon, ws: &Path) -> std::process::Child {
     let mut c = d
         .warden()
-        .args(["exec", "--workspace", ws.to_str().unwrap(), "--yes", "--json"])
+        .args([
+            "exec",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--yes",
+            "--json",
+        ])
         .args(["--", "./mk"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
