@@ -444,6 +444,51 @@ fn path_search_stops_at_the_first_match(h: &H) {
     assert!(o.stderr.contains("command not found"), "{}", o.stderr);
 }
 
+/// A command run without bash runs what `bash -c` would run: when the
+/// first `PATH` match exists but cannot start (its `#!` interpreter is
+/// missing: ENOENT; or EACCES, ETXTBSY), bash stops there and reports the
+/// error, so the direct path must not run a later program of the same name.
+fn direct_path_runs_only_what_bash_would(h: &H) {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = h.workspace();
+    let p = ws.path();
+    for (dir, body) in [
+        ("b1", "#!/nonexistent/interpreter\necho from-b1\n"),
+        ("b2", "#!/bin/sh\necho from-b2\n"),
+    ] {
+        std::fs::create_dir(p.join(dir)).unwrap();
+        let f = p.join(dir).join("wtool");
+        std::fs::write(&f, body).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}:/usr/bin:/bin",
+        p.join("b1").display(),
+        p.join("b2").display()
+    );
+    let mut shell = h.request(p, Profile::Write, &["bash", "-c", "--", "wtool"]);
+    shell.env.retain(|(k, _)| k != "PATH");
+    shell.env.push(("PATH".into(), path));
+    let by_bash = h.run_req(shell.clone(), Duration::from_secs(30)).unwrap();
+    assert!(!by_bash.stdout.contains("from-b2"), "{}", by_bash.stdout);
+    // What the daemon sends for `wtool`: the program, bash as fallback.
+    let mut direct = shell.clone();
+    direct.argv = vec!["wtool".into()];
+    direct.fallback = Some(Fallback {
+        argv: shell.argv.clone(),
+        env: shell.env.clone(),
+    });
+    let o = h.run_req(direct, Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (o.stdout.trim(), o.exit.code),
+        (by_bash.stdout.trim(), by_bash.exit.code),
+        "direct: {} {} / bash: {}",
+        o.stdout,
+        o.stderr,
+        by_bash.stderr
+    );
+}
+
 /// [`Spawner::spawn_gated`]: the command is set up, confined, and waits
 /// before execve; nothing of it runs until its gate opens (the daemon takes
 /// the pre-checkpoint and writes `exec_start` meanwhile). Past the gate, a
@@ -502,6 +547,10 @@ fn gated_spawn_runs_only_through_its_gate(h: &H) {
 
 fn main() {
     main_with(&[
+        (
+            "direct_path_runs_only_what_bash_would",
+            direct_path_runs_only_what_bash_would,
+        ),
         (
             "gated_spawn_runs_only_through_its_gate",
             gated_spawn_runs_only_through_its_gate,

@@ -815,38 +815,38 @@ fn exec_all(plan: &Plan) -> String {
     }
 }
 
-/// Tries `cmd`'s candidates in order, as execvp(3) does: a candidate that
-/// does not exist (`ENOENT`, `ENOTDIR`) moves on to the next, one that is
-/// not an executable format (`ENOEXEC`, a script without `#!`) stops the
-/// search (the first match is what a shell would run). Returns the error
-/// to report when none could be executed.
+/// Tries `cmd`'s candidates in order, as bash's `PATH` search does: a
+/// candidate that is not an executable regular file (absent: `ENOENT`,
+/// `ENOTDIR`) moves on to the next; the first that is one is the program,
+/// whatever execve(2) then says (`ENOEXEC`: a script without `#!`; `ENOENT`
+/// from a missing `#!` interpreter or loader; `EACCES`, `ETXTBSY`), never a
+/// later one. Returns the error to report when nothing was executed.
 fn exec_candidates(cmd: &Cmd) -> String {
     let mut argv: Vec<*const libc::c_char> = cmd.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = cmd.env.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let mut last = libc::ENOENT;
+    // The error of the program found, or of the last candidate that exists.
+    let mut last: Option<(i32, bool)> = None;
     for exe in &cmd.exe {
         // SAFETY: NUL-terminated arrays of valid C strings.
         unsafe { libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
         let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if e != libc::ENOENT && e != libc::ENOTDIR {
-            last = e;
-        }
-        // bash runs the first match that is an executable regular file,
-        // whatever execve(2) then says (ENOEXEC: as a script; ENOENT from a
-        // missing `#!` interpreter, EACCES, ETXTBSY: an error), never a
-        // later one.
         if e == libc::ENOEXEC || runnable_file(exe) {
-            last = e;
+            last = Some((e, true));
             break;
+        }
+        if e != libc::ENOENT && e != libc::ENOTDIR {
+            last = Some((e, false));
         }
     }
     let a0 = cmd.argv[0].to_string_lossy();
-    if last == libc::ENOENT {
-        format!("{a0}: command not found")
-    } else {
-        format!("{a0}: {}", std::io::Error::from_raw_os_error(last))
+    match last {
+        None => format!("{a0}: command not found"),
+        Some((libc::ENOENT, true)) => {
+            format!("{a0}: cannot execute: its #! interpreter or ELF loader was not found")
+        }
+        Some((e, _)) => format!("{a0}: {}", std::io::Error::from_raw_os_error(e)),
     }
 }
 

@@ -1,9 +1,10 @@
-//! Red-team reproducers for the gate before execve (commit 0b7ddcd): a
-//! command set up behind its gate must not run once its caller is gone or
-//! the daemon is shutting down. Both fail on 0b7ddcd: `run_confined` opens
-//! the gate before it registers the command (`register_running`, which is
-//! what refuses during shutdown) and without checking that the client is
-//! still there; the kill that follows races with the command.
+//! The gate before execve (issue 3; docs/sandbox.md, "Order of set-up"): a
+//! command set up behind its gate while its step is prepared must not run
+//! once its caller is gone or the daemon is shutting down. (Both failed
+//! when `run_confined` opened the gate before it registered the command
+//! with `register_running`, which is what refuses during shutdown, and
+//! without checking that the client was still there: the kill that
+//! followed raced with the command.)
 //!
 //! The command is a tiny static binary that creates a file as its first
 //! instruction, so it wins that race most of the time; each test tries
