@@ -903,6 +903,111 @@ fn a_running_command_dies_with_a_killed_daemon() {
     }
 }
 
+/// A daemon restarted after a SIGKILL starts serving only once every
+/// sandbox of the old one is gone: each sandbox's init holds the state
+/// dir's sandboxes lock (never the command itself, past its execve), and a
+/// starting daemon waits for that lock. Here the test holds the lock as an
+/// old sandbox would, then checks that a running sandbox holds it.
+#[test]
+fn a_restarted_daemon_waits_for_the_old_daemons_sandboxes() {
+    use std::os::unix::fs::MetadataExt;
+    let mut d = Daemon::start();
+    let lock_path = d.state_dir.join("sandboxes.lock");
+    // Held as an old daemon's sandbox would hold it.
+    let held = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&lock_path)
+        .unwrap();
+    d.kill9();
+    let held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("the killed daemon's lock is free (its sandboxes are gone)");
+    // Killed however the test ends (a leaked daemon would keep the test
+    // harness's output pipe open).
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut second = Reaped(d.command().spawn().unwrap());
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(
+            std::os::unix::net::UnixStream::connect(&d.socket).is_err(),
+            "the new daemon served while an old sandbox held the lock"
+        );
+        assert!(
+            second.0.try_wait().unwrap().is_none(),
+            "the new daemon exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+        assert!(
+            Instant::now() < deadline && second.0.try_wait().unwrap().is_none(),
+            "the new daemon did not serve once the lock was free"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A running command: its sandbox's init holds the lock, the command
+    // does not.
+    let ws = workspace();
+    let secs = format!("{}.{}", 3000 + std::process::id() % 1000, line!());
+    let mut cli = d
+        .warden()
+        .args([
+            "exec",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            "--",
+        ])
+        .arg(format!("sleep {secs}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let cmd = loop {
+        if let Some(p) = pids_running(&["sleep", &secs]).first() {
+            break *p;
+        }
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let ino = std::fs::metadata(&lock_path).unwrap().ino();
+    let holds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.filter_map(|e| std::fs::metadata(e.ok()?.path()).ok())
+                    .any(|m| m.ino() == ino)
+            })
+            .unwrap_or(false)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{cmd}/stat")).unwrap();
+    let init: u32 = stat
+        .rsplit(") ")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (init_holds, cmd_holds) = (holds(init), holds(cmd));
+    drop(second);
+    let _ = cli.wait();
+    assert!(
+        init_holds,
+        "the sandbox's init does not hold the sandboxes lock"
+    );
+    assert!(!cmd_holds, "the command holds the sandboxes lock");
+}
+
 /// Red-team leak: a token written in two halves with a pause between them
 /// (longer than the idle flush) came out whole and unredacted, because the
 /// idle flush let the first half out before the second arrived.

@@ -133,6 +133,10 @@ struct Helper {
     warm_enabled: bool,
     /// Counter naming warm sandboxes' cgroups.
     warm_seq: u64,
+    /// The daemon's sandboxes lock ([`ToHelper::Hold`]): inherited by every
+    /// init (never by a command past execve: it is close-on-exec), so the
+    /// lock is free only once every sandbox of this helper is gone.
+    hold: Option<OwnedFd>,
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -238,6 +242,7 @@ pub(crate) fn run(sock: UnixStream, parent: libc::pid_t) -> ! {
         last: None,
         warm_enabled: std::env::var_os(WARM_ENV).is_none_or(|v| v != "0"),
         warm_seq: 0,
+        hold: None,
     };
     h.serve()
 }
@@ -326,6 +331,11 @@ impl Helper {
                 match protocol::recv::<ToHelper>(&self.sock) {
                     Ok(Some((ToHelper::Spawn { id, req }, fds))) => self.spawn(id, *req, fds),
                     Ok(Some((ToHelper::Kill { id }, _))) => self.kill(id),
+                    Ok(Some((ToHelper::Hold, fds))) => {
+                        if let Some(fd) = fds.into_iter().next() {
+                            self.hold = Some(fd);
+                        }
+                    }
                     Ok(None) | Err(_) => self.shutdown(),
                 }
             }

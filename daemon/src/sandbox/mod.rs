@@ -479,6 +479,18 @@ impl Spawner {
         Spawner { inner }
     }
 
+    /// Hands the helper `lock`, an open file description holding a lock
+    /// (flock(2)) that must stay held while any sandbox of this helper
+    /// lives: the helper keeps it, and every sandbox's init it clones from
+    /// now on inherits it (commands never do: it is close-on-exec and they
+    /// execve). A daemon restarted after a crash takes the same lock and so
+    /// waits until the old sandboxes are gone.
+    ///
+    /// Errors: [`SandboxError::Helper`] when the helper is gone.
+    pub fn hold(&self, lock: OwnedFd) -> Result<(), SandboxError> {
+        self.inner.send(&ToHelper::Hold, &[lock.as_fd()])
+    }
+
     /// Pid of the helper process.
     pub fn helper_pid(&self) -> u32 {
         self.inner.helper_pid as u32

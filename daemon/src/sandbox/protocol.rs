@@ -37,6 +37,10 @@ pub(crate) enum ToHelper {
     Kill {
         id: u64,
     },
+    /// Followed by one fd: an open file description that holds the state
+    /// dir's sandboxes lock ([`super::Spawner::hold`]). The helper keeps it,
+    /// and so does every sandbox's init it clones from then on.
+    Hold,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -41,6 +41,58 @@ pub fn lock_dir(dir: &Path) -> Result<DirLock, ServerError> {
     })
 }
 
+/// Takes `dir/sandboxes.lock` (exclusive), waiting up to `timeout` while
+/// the sandboxes of a previous daemon on this state dir still hold it (a
+/// daemon killed with SIGKILL: its helper kills them, and the lock is free
+/// once the last one is gone; see [`crate::sandbox::Spawner::hold`]).
+/// Returns the lock, whose [`DirLock::share`] goes to the spawn helper.
+///
+/// Errors: Config when the lock is still held after `timeout`; Io.
+pub fn wait_for_old_sandboxes(
+    dir: &Path,
+    timeout: std::time::Duration,
+) -> Result<DirLock, ServerError> {
+    let path = dir.join("sandboxes.lock");
+    let deadline = std::time::Instant::now() + timeout;
+    let mut said = false;
+    loop {
+        match lock_file(&path) {
+            Ok(l) => return Ok(l),
+            Err(LockError::Held) if std::time::Instant::now() < deadline => {
+                if !said {
+                    tracing::warn!(lock = %path.display(), "waiting for the sandboxes of a previous daemon to end");
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(LockError::Held) => {
+                return Err(ServerError::Config(format!(
+                    "sandboxes of a previous daemon on this state dir are still running after {} s ({} is held)",
+                    timeout.as_secs(),
+                    path.display()
+                )))
+            }
+            Err(LockError::Io(source)) => {
+                return Err(ServerError::Io {
+                    context: format!("locking {}", path.display()),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+impl DirLock {
+    /// Another fd of the lock's open file description: the lock stays held
+    /// while any fd of it is open (flock(2)).
+    ///
+    /// Errors: the dup(2) failed.
+    pub fn share(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self._lock.as_fd().try_clone_to_owned()
+    }
+}
+
 enum LockError {
     Held,
     Io(std::io::Error),

@@ -96,6 +96,10 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
     move |source| ServerError::Io { context, source }
 }
 
+/// How long a starting daemon waits for the sandboxes of a previous daemon
+/// on its state dir to end before it refuses to start.
+const OLD_SANDBOXES_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Runs the daemon until SIGTERM/SIGINT. Must be called from a
 /// single-threaded process (before any runtime exists): it forks the spawn
 /// helper first. Returns the process exit code (0 on a clean shutdown, 1 when
@@ -178,6 +182,17 @@ async fn serve(args: DaemonArgs, policy: Policy, spawner: Spawner) -> Result<(),
 
     let state_dir = listen::prepare_state_dir(&state_dir)?;
     let _state_lock = listen::lock_dir(&state_dir)?;
+    // A previous daemon on this state dir that was killed may still have
+    // sandboxes on their way out: nothing starts until they are gone, and
+    // our own sandboxes hold the same lock for the next daemon.
+    let sandboxes_lock = listen::wait_for_old_sandboxes(&state_dir, OLD_SANDBOXES_WAIT)?;
+    spawner
+        .hold(
+            sandboxes_lock
+                .share()
+                .map_err(io_err("sharing the sandboxes lock".to_string()))?,
+        )
+        .map_err(|e| ServerError::Config(format!("the spawn helper: {e}")))?;
     // No sandboxed command ever sees the daemon's state.
     spawner.hide(state_dir.clone());
     // Refuse to start when a mechanism the policy needs is missing: one real
