@@ -290,6 +290,26 @@ impl GitCtx {
     }
 }
 
+/// Which of the entries that make a directory a bare repository to git
+/// (`HEAD`, `objects`, `refs`) a listing had.
+#[derive(Default)]
+struct BareMarks(u8);
+
+impl BareMarks {
+    fn see(&mut self, name: &[u8]) {
+        self.0 |= match name {
+            b"HEAD" => 1,
+            b"objects" => 2,
+            b"refs" => 4,
+            _ => 0,
+        };
+    }
+
+    fn all(&self) -> bool {
+        self.0 == 7
+    }
+}
+
 #[derive(Default)]
 struct Local {
     items: Vec<(String, Entry, Option<StatKey>)>,
@@ -602,15 +622,22 @@ impl Walker<'_> {
         // not read again; its key is taken before reading, so an entry
         // added meanwhile changes the key the next walk compares.
         let mut fresh: Option<Listing> = None;
+        // Which of a bare repository's HEAD, objects, refs this ordinary
+        // directory has (see `bare_repo`).
+        let mut bare = BareMarks::default();
         if job.record {
             let key = stat_key(&fstat(dir.as_fd()).map_err(entry_err(rel_str))?);
             if let Some(l) = self.cache.listings.get(rel_str).filter(|l| l.key == key) {
                 for (name, d_type) in &l.names {
                     let name = CStr::from_bytes_with_nul(name)
                         .map_err(|_| entry_err(rel_str)(std::io::ErrorKind::InvalidData.into()))?;
+                    bare.see(name.to_bytes());
                     self.entry(&dir, &job, dcache, *d_type, name, local)?;
                 }
                 local.listing_hits.push(rel_str.to_string());
+                if job.git == GitCtx::Normal && bare.all() {
+                    self.bare_repo(&dir, &job, local);
+                }
                 return Ok(());
             }
             if !self.racy(&key) {
@@ -637,6 +664,7 @@ impl Walker<'_> {
                         l.names.push((name.to_bytes_with_nul().to_vec(), d_type));
                     }
                 }
+                bare.see(name.to_bytes());
                 self.entry(&dir, &job, dcache, d_type, name, local)?;
             }
         })();
@@ -644,7 +672,42 @@ impl Walker<'_> {
         if let (Ok(()), Some(l)) = (&res, fresh) {
             local.listings.push((rel_str.to_string(), l));
         }
+        if res.is_ok() && job.git == GitCtx::Normal && bare.all() {
+            self.bare_repo(&dir, &job, local);
+        }
         res
+    }
+
+    /// A directory that git would take for a bare repository (it has
+    /// `HEAD`, `objects` and `refs`; git's `is_git_directory`) is a nested
+    /// git dir of its own, `.git` or not: git discovers it when run inside
+    /// (unless `safe.bareRepository=explicit`), and reads its `config` and
+    /// `hooks`. Its control paths are collected as a `.git` dir's are; its
+    /// other subdirectories stay ordinary ones.
+    fn bare_repo(&self, dir: &Arc<OwnedFd>, job: &Job, local: &mut Local) {
+        for name in [c"config", c"config.worktree", c"commondir", c"hooks"] {
+            let Ok(st) = lstat_at(dir.as_fd(), name) else {
+                continue;
+            };
+            let bytes = name.to_bytes();
+            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            if GitCtx::GitDir.control(bytes, is_dir, false) {
+                local.git.push((
+                    PathBuf::from(join_os(&job.rel, bytes)),
+                    git_fingerprint(&st),
+                ));
+            } else if is_dir {
+                // `hooks`: every entry counts (searched on its own; a
+                // recorded walk reads it as an ordinary directory too).
+                self.push(Job {
+                    parent: Some(dir.clone()),
+                    name: name.to_owned(),
+                    rel: join_os(&job.rel, bytes),
+                    record: false,
+                    git: GitCtx::Hooks,
+                });
+            }
+        }
     }
 
     /// Changed within [`RACY_MARGIN_NS`] of the walk start: not cacheable.

@@ -25,9 +25,11 @@
 //! of `D/hooks`. Fingerprints are (device, inode, size, mtime, ctime): a
 //! command cannot write a file and restore its ctime.
 //!
-//! Not covered (documented in docs/sandbox.md): a bare repository laid out
-//! directly in a directory (`HEAD`, `objects/`, `refs/`, `config` without a
-//! `.git`), which git discovers too unless `safe.bareRepository=explicit`.
+//! A directory laid out as a bare repository (`HEAD`, `objects/`, `refs/`;
+//! git's `is_git_directory`), the workspace root included, is a git dir of
+//! its own, `.git` or not: git discovers it when run inside (unless
+//! `safe.bareRepository=explicit`), so its `config`, `config.worktree`,
+//! `commondir` and `hooks` are control paths too.
 
 use std::path::{Path, PathBuf};
 
@@ -113,7 +115,9 @@ fn inert(root: &Path, rel: &Path) -> bool {
         // Git runs hooks by exact name only.
         return name.ends_with(".sample") || name.ends_with(QUARANTINE_SUFFIX);
     }
-    if name == "config" && parent == Some(".git") {
+    // (Only a git dir's `config` is a control path: a `.git` dir's or a
+    // bare repository's.)
+    if name == "config" {
         return std::fs::read(root.join(rel))
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
@@ -423,6 +427,63 @@ mod tests {
         // A second scan finds nothing new to do.
         let again = scan(root);
         assert!(quarantine(root, &after, &again).0.is_empty());
+    }
+
+    /// A bare repository planted without any `.git` (in a subdirectory or
+    /// as the workspace root itself): git would read its config and run its
+    /// hooks when run there, so they are quarantined like a `.git` dir's.
+    #[test]
+    fn planted_bare_repositories_are_quarantined() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let w = |p: &str, c: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, c).unwrap();
+        };
+        // A bare repository the user had: left alone.
+        w("mine.git/HEAD", "ref: refs/heads/main\n");
+        w("mine.git/objects/info/packs", "");
+        w("mine.git/refs/heads/.keep", "");
+        w("mine.git/config", "[core]\n\tfsmonitor = users-own\n");
+        let before = scan(root);
+        for base in ["planted/", ""] {
+            w(&format!("{base}HEAD"), "ref: refs/heads/main\n");
+            w(&format!("{base}objects/info/packs"), "");
+            w(&format!("{base}refs/heads/.keep"), "");
+            w(&format!("{base}config"), "[core]\n\tfsmonitor = evil\n");
+            w(&format!("{base}hooks/post-checkout"), "evil");
+        }
+        // What `git init --bare` writes stays.
+        w("clean.git/HEAD", "ref: refs/heads/main\n");
+        w("clean.git/objects/info/packs", "");
+        w("clean.git/refs/heads/.keep", "");
+        w(
+            "clean.git/config",
+            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n",
+        );
+        w("clean.git/hooks/pre-commit.sample", "inert");
+        // Not a repository (no `objects`): an ordinary `config` file.
+        w("app/HEAD", "x");
+        w("app/refs/x", "x");
+        w("app/config", "anything");
+        let after = scan(root);
+        let (mut done, failed) = quarantine(root, &before, &after);
+        done.sort();
+        assert!(failed.is_empty(), "{failed:?}");
+        assert_eq!(
+            done,
+            [
+                "config",
+                "hooks/post-checkout",
+                "planted/config",
+                "planted/hooks/post-checkout",
+            ]
+        );
+        assert!(root.join("planted/config.warden-blocked").exists());
+        assert!(root.join("mine.git/config").exists());
+        assert!(root.join("clean.git/config").exists());
+        assert!(root.join("app/config").exists());
     }
 
     /// A workspace whose root cannot be opened scans empty and says it is
