@@ -444,11 +444,15 @@ fn nested_git_hooks_and_config_planted_by_a_command_are_quarantined() {
     let q = end.last().unwrap()["detail"]["nested_git_quarantined"].clone();
     let mut q: Vec<String> = serde_json::from_value(q).unwrap();
     q.sort();
+    // `evilgit/` is a git dir of its own (HEAD, objects, refs): git run
+    // inside it would run its hook, so that is quarantined too; its
+    // config (copied from `git init`) is inert and stays.
     assert_eq!(
         q,
         [
             "evil/.git/config",
             "evil/.git/hooks/pre-commit",
+            "evilgit/hooks/pre-commit",
             "gitfile/.git"
         ]
     );
