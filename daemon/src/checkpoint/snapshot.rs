@@ -290,8 +290,10 @@ impl GitCtx {
     }
 }
 
-/// Which of the entries that make a directory a bare repository to git
-/// (`HEAD`, `objects`, `refs`) a listing had.
+/// Which of the entries that make a directory a git dir to git a listing
+/// had: `HEAD`, and `objects` and `refs` or a `commondir` file naming the
+/// directory that has them (git's `is_git_directory`, setup.c; by name
+/// only, whatever their type: git checks them with access(2)).
 #[derive(Default)]
 struct BareMarks(u8);
 
@@ -301,12 +303,13 @@ impl BareMarks {
             b"HEAD" => 1,
             b"objects" => 2,
             b"refs" => 4,
+            b"commondir" => 8,
             _ => 0,
         };
     }
 
     fn all(&self) -> bool {
-        self.0 == 7
+        self.0 & 1 != 0 && (self.0 & 6 == 6 || self.0 & 8 != 0)
     }
 }
 
@@ -679,7 +682,7 @@ impl Walker<'_> {
     }
 
     /// A directory that git would take for a bare repository (it has
-    /// `HEAD`, `objects` and `refs`; git's `is_git_directory`) is a nested
+    /// `HEAD`, and `objects` and `refs` or a `commondir`; [`BareMarks`]) is a nested
     /// git dir of its own, `.git` or not: git discovers it when run inside
     /// (unless `safe.bareRepository=explicit`), and reads its `config` and
     /// `hooks`. Its control paths are collected as a `.git` dir's are; its

@@ -25,8 +25,9 @@
 //! of `D/hooks`. Fingerprints are (device, inode, size, mtime, ctime): a
 //! command cannot write a file and restore its ctime.
 //!
-//! A directory laid out as a bare repository (`HEAD`, `objects/`, `refs/`;
-//! git's `is_git_directory`), the workspace root included, is a git dir of
+//! A directory laid out as a bare repository (`HEAD` with `objects/` and
+//! `refs/` or a `commondir`; git's `is_git_directory`), the workspace root
+//! included, is a git dir of
 //! its own, `.git` or not: git discovers it when run inside (unless
 //! `safe.bareRepository=explicit`), so its `config`, `config.worktree`,
 //! `commondir` and `hooks` are control paths too.
@@ -463,6 +464,10 @@ mod tests {
             "[core]\n\trepositoryformatversion = 0\n\tbare = true\n",
         );
         w("clean.git/hooks/pre-commit.sample", "inert");
+        // A gitdir without objects of its own, pointing at a common dir.
+        w("wt/HEAD", "ref: refs/heads/main\n");
+        w("wt/commondir", "../clean.git\n");
+        w("wt/config.worktree", "[core]\n\tfsmonitor = evil\n");
         // Not a repository (no `objects`): an ordinary `config` file.
         w("app/HEAD", "x");
         w("app/refs/x", "x");
@@ -478,6 +483,8 @@ mod tests {
                 "hooks/post-checkout",
                 "planted/config",
                 "planted/hooks/post-checkout",
+                "wt/commondir",
+                "wt/config.worktree",
             ]
         );
         assert!(root.join("planted/config.warden-blocked").exists());
