@@ -855,23 +855,18 @@ fn pids_running(argv: &[&str]) -> Vec<u32> {
         .collect()
 }
 
-/// A command running when the daemon is SIGKILLed dies with it (the
-/// helper's and the namespace init's parent-death signal; the init's
-/// survived its own setresuid as root, issue 6's crash flake), so a
-/// restarted daemon never races a command of the old one.
-#[test]
-fn a_running_command_dies_with_a_killed_daemon() {
-    let mut d = Daemon::start();
-    let ws = workspace();
-    // Unique per run, so parallel suites cannot match each other's.
-    let secs = format!("{}.{}", 3000 + std::process::id() % 1000, line!());
+/// Starts `warden exec -- 'touch started && exec sleep SECS'` in `ws`
+/// (SECS unique per run and `line`, so parallel suites cannot match each
+/// other's) and waits until the sleep runs: the CLI, SECS and its pid.
+fn long_sleep(d: &Daemon, ws: &Path, line: u32) -> (std::process::Child, String, u32) {
+    let secs = format!("{}.{}", 3000 + std::process::id() % 1000, line);
     let script = format!("touch started && exec sleep {secs}");
     let mut cli = d
         .warden()
         .args([
             "exec",
             "--workspace",
-            ws.path().to_str().unwrap(),
+            ws.to_str().unwrap(),
             "--yes",
             "--",
             &script,
@@ -881,11 +876,25 @@ fn a_running_command_dies_with_a_killed_daemon() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while pids_running(&["sleep", &secs]).is_empty() {
+    loop {
+        if let Some(p) = pids_running(&["sleep", &secs]).first() {
+            return (cli, secs, *p);
+        }
         assert!(Instant::now() < deadline, "the command never started");
         assert!(cli.try_wait().unwrap().is_none(), "the CLI ended early");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A command running when the daemon is SIGKILLed dies with it (the
+/// helper's and the namespace init's parent-death signal; the init's
+/// survived its own setresuid as root, issue 6's crash flake), so a
+/// restarted daemon never races a command of the old one.
+#[test]
+fn a_running_command_dies_with_a_killed_daemon() {
+    let mut d = Daemon::start();
+    let ws = workspace();
+    let (mut cli, secs, _) = long_sleep(&d, ws.path(), line!());
     assert!(ws.path().join("started").exists());
     d.kill9();
     let _ = cli.wait();
@@ -956,29 +965,7 @@ fn a_restarted_daemon_waits_for_the_old_daemons_sandboxes() {
     // A running command: its sandbox's init holds the lock, the command
     // does not.
     let ws = workspace();
-    let secs = format!("{}.{}", 3000 + std::process::id() % 1000, line!());
-    let mut cli = d
-        .warden()
-        .args([
-            "exec",
-            "--workspace",
-            ws.path().to_str().unwrap(),
-            "--yes",
-            "--",
-        ])
-        .arg(format!("sleep {secs}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let cmd = loop {
-        if let Some(p) = pids_running(&["sleep", &secs]).first() {
-            break *p;
-        }
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut cli, _, cmd) = long_sleep(&d, ws.path(), line!());
     let ino = std::fs::metadata(&lock_path).unwrap().ino();
     let holds = |pid: u32| {
         std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -384,6 +384,23 @@ fn network_profile_sees_resolver(h: &H) {
     assert_eq!(o.stdout.trim(), "0", "{}", o.stdout);
 }
 
+/// Two executables named `wtool` in `p/b1` (body `first`) and `p/b2` (a
+/// working script printing `from-b2`); returns a `PATH` with b1 first.
+fn two_wtools(p: &std::path::Path, first: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    for (dir, body) in [("b1", first), ("b2", "#!/bin/sh\necho from-b2\n")] {
+        std::fs::create_dir(p.join(dir)).unwrap();
+        let f = p.join(dir).join("wtool");
+        std::fs::write(&f, body).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    format!(
+        "{}:{}:/usr/bin:/bin",
+        p.join("b1").display(),
+        p.join("b2").display()
+    )
+}
+
 /// `argv[0]` resolves through PATH as a shell would: the first match is
 /// the program. A first match that is not an executable format (a script
 /// without `#!`) ends the search with an `execve` error, never falling
@@ -391,23 +408,9 @@ fn network_profile_sees_resolver(h: &H) {
 /// gives `bash -c CMD` behind a command it runs without a shell), the
 /// fallback runs instead, and bash runs the script.
 fn path_search_stops_at_the_first_match(h: &H) {
-    use std::os::unix::fs::PermissionsExt;
     let ws = h.workspace();
     let p = ws.path();
-    for (dir, body) in [
-        ("b1", "echo from-b1\n"),
-        ("b2", "#!/bin/sh\necho from-b2\n"),
-    ] {
-        std::fs::create_dir(p.join(dir)).unwrap();
-        let f = p.join(dir).join("wtool");
-        std::fs::write(&f, body).unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let path = format!(
-        "{}:{}:/usr/bin:/bin",
-        p.join("b1").display(),
-        p.join("b2").display()
-    );
+    let path = two_wtools(p, "echo from-b1\n");
     let mut req = h.request(p, Profile::Write, &["wtool"]);
     req.env.retain(|(k, _)| k != "PATH");
     req.env.push(("PATH".into(), path.clone()));
@@ -449,23 +452,9 @@ fn path_search_stops_at_the_first_match(h: &H) {
 /// missing: ENOENT; or EACCES, ETXTBSY), bash stops there and reports the
 /// error, so the direct path must not run a later program of the same name.
 fn direct_path_runs_only_what_bash_would(h: &H) {
-    use std::os::unix::fs::PermissionsExt;
     let ws = h.workspace();
     let p = ws.path();
-    for (dir, body) in [
-        ("b1", "#!/nonexistent/interpreter\necho from-b1\n"),
-        ("b2", "#!/bin/sh\necho from-b2\n"),
-    ] {
-        std::fs::create_dir(p.join(dir)).unwrap();
-        let f = p.join(dir).join("wtool");
-        std::fs::write(&f, body).unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let path = format!(
-        "{}:{}:/usr/bin:/bin",
-        p.join("b1").display(),
-        p.join("b2").display()
-    );
+    let path = two_wtools(p, "#!/nonexistent/interpreter\necho from-b1\n");
     let mut shell = h.request(p, Profile::Write, &["bash", "-c", "--", "wtool"]);
     shell.env.retain(|(k, _)| k != "PATH");
     shell.env.push(("PATH".into(), path));

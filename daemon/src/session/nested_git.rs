@@ -374,15 +374,18 @@ mod tests {
         }
     }
 
+    /// Writes `rel` under `root` with `content`, creating its parents.
+    fn write(root: &Path, rel: &str, content: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
     #[test]
     fn created_and_changed_control_paths_are_quarantined() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        let w = |p: &str, c: &str| {
-            let p = root.join(p);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, c).unwrap();
-        };
+        let w = |p: &str, c: &str| write(root, p, c);
         w(".git/hooks/pre-commit", "top-level: not ours");
         w("old/.git/config", "[core]\n\tfsmonitor = users-own\n");
         w("old/.git/hooks/pre-push", "users own hook");
@@ -437,11 +440,7 @@ mod tests {
     fn planted_bare_repositories_are_quarantined() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        let w = |p: &str, c: &str| {
-            let p = root.join(p);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, c).unwrap();
-        };
+        let w = |p: &str, c: &str| write(root, p, c);
         // A bare repository the user had: left alone.
         w("mine.git/HEAD", "ref: refs/heads/main\n");
         w("mine.git/objects/info/packs", "");
