@@ -928,9 +928,23 @@ fn a_restarted_daemon_waits_for_the_old_daemons_sandboxes() {
         .open(&lock_path)
         .unwrap();
     d.kill9();
-    let held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, e)| e)
-        .expect("the killed daemon's lock is free (its sandboxes are gone)");
+    // Free once the killed daemon's helper and sandboxes (a warm one at
+    // least) are gone, a few ms later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut file = held;
+    let held = loop {
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) => break l,
+            Err((f, e)) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the killed daemon's sandboxes still hold the lock after 10 s: {e}"
+                );
+                file = f;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    };
     // Killed however the test ends (a leaked daemon would keep the test
     // harness's output pipe open).
     struct Reaped(std::process::Child);
