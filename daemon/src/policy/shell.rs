@@ -56,6 +56,15 @@ pub struct Word {
 }
 
 impl Word {
+    /// Appends `next`, the rest of the same shell word.
+    fn append(&mut self, next: Word) {
+        self.text.push_str(&next.text);
+        self.dynamic |= next.dynamic;
+        self.glob |= next.glob;
+        self.brace |= next.brace;
+        self.ansi |= next.ansi;
+    }
+
     /// A static word with `text`.
     pub fn lit(text: &str) -> Word {
         Word {
@@ -457,30 +466,37 @@ impl<'c> Analyzer<'c> {
         let mut argv: Vec<Word> = Vec::new();
         let mut name_ok = true;
         let mut redirects = Vec::new();
+        // End of the last argument node: the grammar sometimes splits one
+        // shell word into adjacent nodes (`a{b}\c`); bash sees one word.
+        let mut last_end: Option<usize> = None;
         let mut cur = node.walk();
         for child in node.named_children(&mut cur) {
-            match child.kind() {
+            let piece = match child.kind() {
                 "variable_assignment" => {
                     let (n, v) = self.assignment_parts(src, child, depth);
                     assigns.push((n, v));
+                    None
                 }
                 "file_redirect" | "herestring_redirect" | "heredoc_redirect" => {
-                    redirects.push(child)
+                    redirects.push(child);
+                    None
                 }
-                "command_name" => {
-                    let Some(inner) = child.named_child(0) else {
+                "command_name" => match child.named_child(0) {
+                    Some(inner) => Some(self.word(src, inner, depth + 1)),
+                    None => {
                         name_ok = false;
-                        continue;
-                    };
-                    let w = self.word(src, inner, depth + 1);
-                    argv.push(w);
-                }
-                "subscript" | "comment" => {}
-                _ => {
-                    let w = self.word(src, child, depth + 1);
-                    argv.push(w);
-                }
+                        None
+                    }
+                },
+                "subscript" | "comment" => None,
+                _ => Some(self.word(src, child, depth + 1)),
+            };
+            match (piece, argv.last_mut()) {
+                (Some(w), Some(prev)) if last_end == Some(child.start_byte()) => prev.append(w),
+                (Some(w), _) => argv.push(w),
+                (None, _) => {}
             }
+            last_end = (child.kind() != "comment").then(|| child.end_byte());
         }
         for r in redirects {
             self.redirect(src, r, depth + 1);
@@ -1086,6 +1102,20 @@ mod tests {
             vec!["echo", "/usr/local/bin"]
         );
         assert_eq!(words(r#"echo "a\nb""#), vec!["echo", r"a\nb"]);
+    }
+
+    /// The grammar splits some unquoted words at a `}` followed by a
+    /// backslash into adjacent nodes; bash sees one word.
+    #[test]
+    fn words_the_grammar_splits_are_joined() {
+        assert_eq!(words(r"echo %{x}\n"), vec!["echo", "%{x}n"]);
+        assert_eq!(words(r"echo a{b}\c d"), vec!["echo", "a{b}c", "d"]);
+        assert_eq!(
+            words(r"sed -n {p}\;e\ id\ -u a.txt"),
+            vec!["sed", "-n", "{p};e id -u", "a.txt"]
+        );
+        // Separate words stay separate.
+        assert_eq!(words(r"echo {a} \b"), vec!["echo", "{a}", "b"]);
     }
 
     #[test]
