@@ -433,6 +433,87 @@ mod tests {
         assert!(quarantine(root, &after, &again).0.is_empty());
     }
 
+    /// RED2 reproducer: a git dir needs `objects/` and `refs/` only in its
+    /// *common* dir (git's `is_git_directory` reads `commondir` first). A
+    /// directory with just `HEAD` and `commondir` (-> `../common`, which has
+    /// `objects/`, `refs/`, `config`, `hooks/` but no `HEAD`) is a repository
+    /// to git (`git branch` there runs `core.pager` from `common/config`),
+    /// yet neither directory has all three marks. Something must be
+    /// quarantined (at least `evil/commondir`).
+    #[test]
+    #[ignore = "RED2 reproducer: fails until the gap is fixed (cargo test -- --ignored red2_)"]
+    fn red2_commondir_layout_is_quarantined() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let before = scan(root);
+        let w = |p: &str, c: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, c).unwrap();
+        };
+        w("evil/HEAD", "ref: refs/heads/main\n");
+        w("evil/commondir", "../common\n");
+        w("common/objects/info/packs", "");
+        w("common/refs/heads/.keep", "");
+        w("common/config", "[core]\n\tpager = evil\n");
+        w("common/hooks/pre-auto-gc", "evil");
+        let after = scan(root);
+        let (done, failed) = quarantine(root, &before, &after);
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(
+            done.iter()
+                .any(|p| p == "evil/commondir" || p == "common/config"),
+            "nothing quarantined: {done:?}"
+        );
+    }
+
+    /// RED2 reproducer: a nested repository's submodule git dirs
+    /// (`sub/.git/modules/NAME/`, used through the existing gitfile
+    /// `sub/NAME/.git`) have their own `config` and `hooks/`, which git reads
+    /// and runs in `sub/NAME/`; the scan never enters `sub/.git` beyond its
+    /// top-level control paths.
+    #[test]
+    #[ignore = "RED2 reproducer: fails until the gap is fixed (cargo test -- --ignored red2_)"]
+    fn red2_nested_submodule_gitdir_is_quarantined() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let w = |p: &str, c: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, c).unwrap();
+        };
+        w("vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
+        w("vendor/lib/.git/objects/info/packs", "");
+        w("vendor/lib/.git/refs/heads/.keep", "");
+        w("vendor/lib/.git/config", "[core]\n\tbare = false\n");
+        w("vendor/lib/.git/modules/dep/HEAD", "ref: refs/heads/main\n");
+        w("vendor/lib/.git/modules/dep/objects/info/packs", "");
+        w("vendor/lib/.git/modules/dep/refs/heads/.keep", "");
+        w(
+            "vendor/lib/.git/modules/dep/config",
+            "[core]\n\tbare = false\n",
+        );
+        w("vendor/lib/dep/.git", "gitdir: ../.git/modules/dep\n");
+        let before = scan(root);
+        w(
+            "vendor/lib/.git/modules/dep/config",
+            "[core]\n\tfsmonitor = evil\n",
+        );
+        w("vendor/lib/.git/modules/dep/hooks/post-checkout", "evil");
+        let after = scan(root);
+        let (done, failed) = quarantine(root, &before, &after);
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(
+            done.iter().any(|p| p.ends_with("modules/dep/config")),
+            "modules/dep/config not quarantined: {done:?}"
+        );
+        assert!(
+            done.iter()
+                .any(|p| p.ends_with("modules/dep/hooks/post-checkout")),
+            "modules/dep/hooks/post-checkout not quarantined: {done:?}"
+        );
+    }
+
     /// A bare repository planted without any `.git` (in a subdirectory or
     /// as the workspace root itself): git would read its config and run its
     /// hooks when run there, so they are quarantined like a `.git` dir's.
