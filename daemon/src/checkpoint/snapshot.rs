@@ -257,6 +257,9 @@ enum GitCtx {
     Normal,
     /// A nested `.git` directory.
     GitDir,
+    /// The workspace's own `.git` (its hooks and config are the sandbox's
+    /// protected paths): only its `modules/` and `worktrees/` are searched.
+    RootGit,
     /// The `hooks` directory of a nested git dir: every entry counts.
     Hooks,
 }
@@ -265,10 +268,16 @@ impl GitCtx {
     /// The context of subdirectory `name` of a directory in this context.
     fn child(self, name: &[u8], at_root: bool) -> GitCtx {
         match self {
-            GitCtx::Normal if name == b".git" && at_root => GitCtx::Ignore,
+            GitCtx::Normal if name == b".git" && at_root => GitCtx::RootGit,
             GitCtx::Normal if name == b".git" => GitCtx::GitDir,
             GitCtx::Normal => GitCtx::Normal,
             GitCtx::GitDir if name == b"hooks" => GitCtx::Hooks,
+            // Submodules' and linked worktrees' git dirs live there (git
+            // finds them through gitfiles): searched as ordinary
+            // directories, where each is recognised as a git dir.
+            GitCtx::GitDir | GitCtx::RootGit if matches!(name, b"modules" | b"worktrees") => {
+                GitCtx::Normal
+            }
             _ => GitCtx::Ignore,
         }
     }
@@ -285,7 +294,7 @@ impl GitCtx {
                     || (name == b"hooks" && !is_dir)
             }
             GitCtx::Hooks => true,
-            GitCtx::Ignore => false,
+            GitCtx::Ignore | GitCtx::RootGit => false,
         }
     }
 }
@@ -614,9 +623,13 @@ impl Walker<'_> {
             Some(p) => match open_dir_at(p.as_fd(), &job.name) {
                 Ok(d) => Arc::new(d),
                 Err(e) if is_gone(&e) => return Ok(()),
-                // Searched for nested git only: an unreadable directory is
-                // passed over, as git would not read it either.
-                Err(_) if !job.record => return Ok(()),
+                // Searched for nested git only: a directory that cannot be
+                // read makes the search incomplete (git needs only search
+                // permission to use what is inside: fail closed).
+                Err(_) if !job.record => {
+                    self.git_incomplete.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
                 Err(e) => return Err(entry_err(rel_str)(e)),
             },
         };
@@ -654,7 +667,10 @@ impl Walker<'_> {
         let res = (|| loop {
             let n = match getdents(dir.as_fd(), &mut buf) {
                 Ok(n) => n,
-                Err(_) if !job.record => return Ok(()),
+                Err(_) if !job.record => {
+                    self.git_incomplete.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
                 Err(e) => return Err(entry_err(rel_str)(e)),
             };
             if n == 0 {

@@ -433,52 +433,7 @@ mod tests {
         assert!(quarantine(root, &after, &again).0.is_empty());
     }
 
-    /// RED2 reproducer: a nested repository whose own (pre-existing,
-    /// user-written) config sets `core.hooksPath` to a directory of its
-    /// worktree, or whose hook is a symlink into its worktree: the command
-    /// plants or edits the hook there, outside every control path. git runs
-    /// it on the next commit/checkout in `sub/`.
-    #[test]
-    #[ignore = "RED2 reproducer: fails until the gap is fixed (cargo test -- --ignored red2_)"]
-    fn red2_nested_hooks_path_and_symlinked_hooks_are_quarantined() {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path();
-        let w = |p: &str, c: &str| {
-            let p = root.join(p);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, c).unwrap();
-        };
-        w("sub/.git/HEAD", "ref: refs/heads/main\n");
-        w("sub/.git/objects/info/packs", "");
-        w("sub/.git/refs/heads/.keep", "");
-        w("sub/.git/config", "[core]\n\thooksPath = .githooks\n");
-        w("other/.git/HEAD", "ref: refs/heads/main\n");
-        w("other/.git/objects/info/packs", "");
-        w("other/.git/refs/heads/.keep", "");
-        w("other/scripts/pre-commit", "#!/bin/sh\nexit 0\n");
-        std::fs::create_dir_all(root.join("other/.git/hooks")).unwrap();
-        std::os::unix::fs::symlink(
-            "../../scripts/pre-commit",
-            root.join("other/.git/hooks/pre-commit"),
-        )
-        .unwrap();
-        let before = scan(root);
-        w("sub/.githooks/pre-commit", "#!/bin/sh\nevil\n");
-        w("other/scripts/pre-commit", "#!/bin/sh\nevil\n");
-        let after = scan(root);
-        let (done, failed) = quarantine(root, &before, &after);
-        assert!(failed.is_empty(), "{failed:?}");
-        assert!(
-            done.iter().any(|p| p == "sub/.githooks/pre-commit"),
-            "hooksPath hook not quarantined: {done:?}"
-        );
-        assert!(
-            done.iter().any(|p| p.starts_with("other/")),
-            "symlinked hook target not quarantined: {done:?}"
-        );
-    }
-
-    /// RED2 reproducer: a git dir needs `objects/` and `refs/` only in its
+    /// (Red-team case.) A git dir needs `objects/` and `refs/` only in its
     /// *common* dir (git's `is_git_directory` reads `commondir` first). A
     /// directory with just `HEAD` and `commondir` (-> `../common`, which has
     /// `objects/`, `refs/`, `config`, `hooks/` but no `HEAD`) is a repository
@@ -486,8 +441,7 @@ mod tests {
     /// yet neither directory has all three marks. Something must be
     /// quarantined (at least `evil/commondir`).
     #[test]
-    #[ignore = "RED2 reproducer: fails until the gap is fixed (cargo test -- --ignored red2_)"]
-    fn red2_commondir_layout_is_quarantined() {
+    fn commondir_layout_is_quarantined() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
         let before = scan(root);
@@ -512,14 +466,13 @@ mod tests {
         );
     }
 
-    /// RED2 reproducer: a nested repository's submodule git dirs
+    /// (Red-team case.) A nested repository's submodule git dirs
     /// (`sub/.git/modules/NAME/`, used through the existing gitfile
     /// `sub/NAME/.git`) have their own `config` and `hooks/`, which git reads
     /// and runs in `sub/NAME/`; the scan never enters `sub/.git` beyond its
     /// top-level control paths.
     #[test]
-    #[ignore = "RED2 reproducer: fails until the gap is fixed (cargo test -- --ignored red2_)"]
-    fn red2_nested_submodule_gitdir_is_quarantined() {
+    fn nested_submodule_gitdir_is_quarantined() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
         let w = |p: &str, c: &str| {
@@ -567,6 +520,12 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
         let w = |p: &str, c: &str| write(root, p, c);
+        // The workspace's own submodule git dir (its gitfile `dep/.git`).
+        w(".git/HEAD", "ref: refs/heads/main\n");
+        w(".git/modules/dep/HEAD", "ref: refs/heads/main\n");
+        w(".git/modules/dep/objects/info/packs", "");
+        w(".git/modules/dep/refs/heads/.keep", "");
+        w("dep/.git", "gitdir: ../.git/modules/dep\n");
         // A bare repository the user had: left alone.
         w("mine.git/HEAD", "ref: refs/heads/main\n");
         w("mine.git/objects/info/packs", "");
@@ -580,6 +539,7 @@ mod tests {
             w(&format!("{base}config"), "[core]\n\tfsmonitor = evil\n");
             w(&format!("{base}hooks/post-checkout"), "evil");
         }
+        w(".git/modules/dep/hooks/post-checkout", "evil");
         // What `git init --bare` writes stays.
         w("clean.git/HEAD", "ref: refs/heads/main\n");
         w("clean.git/objects/info/packs", "");
@@ -604,6 +564,7 @@ mod tests {
         assert_eq!(
             done,
             [
+                ".git/modules/dep/hooks/post-checkout",
                 "config",
                 "hooks/post-checkout",
                 "planted/config",
