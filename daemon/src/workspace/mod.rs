@@ -409,8 +409,57 @@ impl Workspace {
                     &format!("protected path (read-only for file tools): {cand}"),
                 ));
             }
+            if let Some(d) = self.git_dir_entry(cand) {
+                return Err(WorkspaceError::denied(
+                    requested,
+                    if d.is_empty() { "." } else { d },
+                    &format!(
+                        "git control path (the directory is, or with this write would be, a git directory: HEAD with objects and refs, or with commondir; git reads its config and runs its hooks): {cand}"
+                    ),
+                ));
+            }
         }
         Ok(())
+    }
+
+    /// The directory (relative, `""` for the root) of `rel` that git would
+    /// take for a git dir once `rel` is written, when `rel` is one of its
+    /// entries git reads (`HEAD`, `commondir`, `objects`, `refs`, `config`,
+    /// `config.worktree`, `hooks`, or anything below them); `None`
+    /// otherwise. A git dir has `HEAD` and either `objects` and `refs` or
+    /// `commondir` (git's `is_git_directory`, setup.c), whatever their type.
+    fn git_dir_entry<'a>(&self, rel: &'a str) -> Option<&'a str> {
+        const ENTRIES: &[&str] = &[
+            "HEAD",
+            "commondir",
+            "objects",
+            "refs",
+            "config",
+            "config.worktree",
+            "hooks",
+        ];
+        let parts: Vec<&str> = rel.split('/').filter(|c| !c.is_empty()).collect();
+        for i in 0..parts.len() {
+            if !ENTRIES.contains(&parts[i]) {
+                continue;
+            }
+            let dir = &rel[..parts[..i].iter().map(|c| c.len() + 1).sum::<usize>()];
+            let dir = dir.trim_end_matches('/');
+            let has = |name: &str| {
+                parts[i] == name || {
+                    let p = if dir.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{dir}/{name}")
+                    };
+                    self.root.symlink_metadata(&p).is_ok()
+                }
+            };
+            if has("HEAD") && (has("commondir") || (has("objects") && has("refs"))) {
+                return Some(dir);
+            }
+        }
+        None
     }
 
     /// Reads a file: `offset` bytes in, at most `limit` bytes (capped at

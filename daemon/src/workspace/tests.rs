@@ -186,6 +186,45 @@ fn protected_paths_are_read_only() {
     );
 }
 
+/// (Red-team case.) The file tools never lay out a git directory without a
+/// `.git` (a bare repository, or a gitdir with `commondir`), nor write
+/// the config or hooks of one: git run there would read and run them.
+#[test]
+fn file_tools_never_plant_a_bare_repository() {
+    let (t, w) = ws();
+    let root = t.path().join("ws");
+    w.write_file("bare/HEAD", b"ref: refs/heads/main\n", None, None)
+        .unwrap();
+    w.write_file("bare/objects/k", b"x", None, None).unwrap();
+    // The write that would complete the layout is refused.
+    let e = w.write_file("bare/refs/k", b"x", None, None).unwrap_err();
+    assert!(
+        matches!(e, WorkspaceError::PermissionDenied { .. }),
+        "{e:?}"
+    );
+    assert!(!root.join("bare/refs").exists());
+    // Into one that exists already: config, hooks, commondir.
+    for d in ["repo/objects", "repo/refs"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    fs::write(root.join("repo/HEAD"), "ref: refs/heads/main\n").unwrap();
+    for p in ["repo/config", "repo/hooks/post-checkout", "wt/commondir"] {
+        if p.starts_with("wt/") {
+            fs::create_dir_all(root.join("wt")).unwrap();
+            fs::write(root.join("wt/HEAD"), "x").unwrap();
+        }
+        let e = w.write_file(p, b"evil", None, None).unwrap_err();
+        assert!(
+            matches!(e, WorkspaceError::PermissionDenied { .. }),
+            "{p}: {e:?}"
+        );
+        assert!(!root.join(p).exists(), "{p}");
+    }
+    // Ordinary files named like git's are fine elsewhere.
+    w.write_file("app/config", b"ok", None, None).unwrap();
+    w.write_file("docs/HEAD", b"ok", None, None).unwrap();
+}
+
 #[test]
 fn inside_symlinks_are_followed() {
     let (t, w) = ws();
