@@ -497,9 +497,8 @@ impl Approvals {
         match c.decision {
             Decision::Deny => {
                 let reason = c
-                    .reasons
-                    .first()
-                    .cloned()
+                    .deciding_reason()
+                    .map(str::to_string)
                     .unwrap_or_else(|| format!("tier {}", c.tier));
                 let reason = match &c.rule {
                     Some(rule) => format!("rule {rule}: {reason}"),

@@ -109,6 +109,22 @@ pub struct Classification {
     pub justification: Option<String>,
 }
 
+impl Classification {
+    /// The reason to show for the decision: without a deciding rule, the
+    /// first reason of the first part whose tier is the command's (the
+    /// part that decided: `rm -rf /` in `touch q; rm -rf /`), else the
+    /// first reason overall.
+    pub fn deciding_reason(&self) -> Option<&str> {
+        let part = self
+            .rule
+            .is_none()
+            .then(|| self.parts.iter().find(|p| p.tier == self.tier))
+            .flatten()
+            .and_then(|p| p.reasons.first());
+        part.or(self.reasons.first()).map(String::as_str)
+    }
+}
+
 /// Where a command would run, for the rules that depend on it (argv0
 /// resolving into the workspace, redirections into the workspace or `/tmp`).
 #[derive(Debug, Clone, Default)]

@@ -366,3 +366,21 @@ fn install_guard_fills_intent_and_holds_back_risky_installs() {
         Decision::Deny
     );
 }
+
+/// The reason shown for a decision is the deciding part's, not the first
+/// part's: `touch q; rm -rf /` is denied for the `rm`, not the `touch`.
+#[test]
+fn the_deciding_part_gives_the_reason() {
+    let p = with_rules("").unwrap();
+    let c = p.classify("touch q; rm -rf /", &ctx());
+    assert_eq!(c.decision, Decision::Deny);
+    let r = c.deciding_reason().unwrap();
+    assert!(r.contains("rm"), "{r}");
+    let c = p.classify("mkdir d; curl https://example.com", &ctx());
+    assert_eq!(c.tier, Tier::Network);
+    assert!(
+        c.deciding_reason().unwrap().contains("curl"),
+        "{:?}",
+        c.reasons
+    );
+}
