@@ -65,6 +65,11 @@ fn single_command_json_fields_and_exit_codes() {
     );
     assert_eq!(code, 125);
     assert!(err.contains("no-such-policy"), "{err}");
+    // A mistyped option is a usage error (125), never part of the command
+    // (nor a "deny", which is 2).
+    let (code, out, err) = warden(&["classify", "--polcy", "ci", "--", "ls"], None);
+    assert_eq!(code, 125, "{out}");
+    assert!(err.contains("--polcy"), "{err}");
 }
 
 #[test]

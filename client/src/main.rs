@@ -99,7 +99,10 @@ fn main() {
             // own codes apart: a bad request is 125 (as env(1), timeout(1)).
             let code = match e.exit_code() {
                 0 => 0,
-                _ if subcommand_word().as_deref() == Some("exec") => cli::EXIT_WARDEN,
+                // `warden classify` too: its 2 means "deny".
+                _ if matches!(subcommand_word().as_deref(), Some("exec" | "classify")) => {
+                    cli::EXIT_WARDEN
+                }
                 c => c,
             };
             let _ = e.print();

@@ -14,7 +14,8 @@ use super::{say, EXIT_WARDEN};
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Exit status: one command: 0 allow, 1 ask, 2 deny; --batch: 0 \
-                        whatever the decisions; 125 on a bad policy or unreadable input."
+                        whatever the decisions; 125 on a bad policy, unreadable input or a \
+                        usage error."
 )]
 pub struct ClassifyArgs {
     /// Policy: a built-in name (default, ci, strict), a NAME.toml in the
@@ -30,12 +31,11 @@ pub struct ClassifyArgs {
     /// Workspace root (absolute): absolute paths under it count as in the workspace.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// The command; the words are joined with single spaces into one command string.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "WORDS"
-    )]
+    /// The command; the words are joined with single spaces into one
+    /// command string. Options of `warden classify` come first; a mistyped
+    /// one is a usage error (125), not part of the command (put `--` before
+    /// a command starting with `-`).
+    #[arg(trailing_var_arg = true, value_name = "WORDS")]
     pub words: Vec<String>,
 }
 
