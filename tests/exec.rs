@@ -886,6 +886,38 @@ fn long_sleep(d: &Daemon, ws: &Path, line: u32) -> (std::process::Child, String,
     }
 }
 
+/// A command killed by the daemon's shutdown says so on its stderr (else
+/// a SIGKILL from an embedded daemon's end reads like the OOM killer).
+#[test]
+fn a_command_killed_by_shutdown_says_so() {
+    let mut d = Daemon::start();
+    let ws = workspace();
+    let mut cli = d
+        .warden()
+        .args([
+            "exec",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--yes",
+            "--",
+        ])
+        .arg("touch started && exec sleep 300")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ws.path().join("started").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.terminate();
+    let out = cli.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 9), "{err}");
+    assert!(err.contains("the daemon shut down"), "{err}");
+}
+
 /// A command running when the daemon is SIGKILLed dies with it (the
 /// helper's and the namespace init's parent-death signal; the init's
 /// survived its own setresuid as root, issue 6's crash flake), so a

@@ -858,6 +858,20 @@ impl SessionManager {
         // readers see EOF. Bound the wait anyway so nothing can hang the call.
         let (out, err) = drain(out_task, err_task).await;
         let limits = &session.policy.file.sandbox.limits;
+        if !timed_out
+            && !client_gone
+            && exit.signal == Some(libc::SIGKILL)
+            && self.shutting_down.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            // Killed by the daemon's shutdown, not by itself or the OOM
+            // killer: say so (an embedded daemon stops with the command
+            // that started it).
+            let _ = tx
+                .send(ExecEvent::Stderr(
+                    b"\n[warden: the daemon shut down (SIGTERM, or the command that started this embedded daemon ended) and killed the command]\n".to_vec(),
+                ))
+                .await;
+        }
         if exit.cgroup_oom_kills > 0 {
             let _ = tx
                 .send(ExecEvent::Stderr(
