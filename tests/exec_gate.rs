@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use warden_tests::{workspace, Daemon};
+use warden_tests::{exec_ends, workspace, Daemon};
 
 /// Compiles `ws/mk`: creates `ran-past-gate` in its cwd, then exits.
 fn fast_marker_binary(ws: &Path) {
@@ -46,14 +46,6 @@ void _start(void) {
     std::fs::remove_file(&src).unwrap();
 }
 
-fn exec_ends(d: &Daemon) -> usize {
-    let out = d.run(&["audit", "--json"]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("\"action\":\"exec_end\""))
-        .count()
-}
-
 /// Fills `ws` with enough files that its pre-checkpoint takes a while
 /// (hundreds of ms in a debug build), and takes a first checkpoint of them.
 fn slow_workspace(d: &Daemon, ws: &Path) {
@@ -71,6 +63,16 @@ fn slow_workspace(d: &Daemon, ws: &Path) {
         "true;",
     ]);
     assert!(out.status.success(), "{out:?}");
+}
+
+/// A slow workspace with the marker binary: the workspace and the marker
+/// path `./mk` creates.
+fn gated_workspace(d: &Daemon) -> (tempfile::TempDir, std::path::PathBuf) {
+    let ws = workspace();
+    fast_marker_binary(ws.path());
+    slow_workspace(d, ws.path());
+    let marker = ws.path().join("ran-past-gate");
+    (ws, marker)
 }
 
 /// Starts `warden exec --json -- ./mk` and returns once the decision event
@@ -105,19 +107,16 @@ fn exec_until_decided(d: &Daemon, ws: &Path) -> std::process::Child {
 #[test]
 fn a_command_whose_client_left_before_its_gate_never_runs() {
     let d = Daemon::start();
-    let ws = workspace();
-    fast_marker_binary(ws.path());
-    slow_workspace(&d, ws.path());
-    let marker = ws.path().join("ran-past-gate");
+    let (ws, marker) = gated_workspace(&d);
     for attempt in 0..8 {
         let _ = std::fs::remove_file(&marker);
-        let before = exec_ends(&d);
+        let before = exec_ends(&d).len();
         let mut c = exec_until_decided(&d, ws.path());
         // The caller goes away (Ctrl-C) during the pre-checkpoint.
         c.kill().unwrap();
         c.wait().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while exec_ends(&d) == before {
+        while exec_ends(&d).len() == before {
             assert!(Instant::now() < deadline, "no exec_end");
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -131,10 +130,7 @@ fn a_command_whose_client_left_before_its_gate_never_runs() {
 #[test]
 fn a_command_gated_when_shutdown_begins_never_runs() {
     let mut d = Daemon::start();
-    let ws = workspace();
-    fast_marker_binary(ws.path());
-    slow_workspace(&d, ws.path());
-    let marker = ws.path().join("ran-past-gate");
+    let (ws, marker) = gated_workspace(&d);
     for attempt in 0..8 {
         let _ = std::fs::remove_file(&marker);
         let mut c = exec_until_decided(&d, ws.path());

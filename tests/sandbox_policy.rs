@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use warden_tests::{require_sandbox, workspace, Daemon};
+use warden_tests::{exec_ends, require_sandbox, workspace, Daemon};
 
 /// Starts `wardend` with extra environment variables and arguments, on its
 /// own socket and state dir; panics with its log if it does not come up.
@@ -108,16 +108,6 @@ fn stderr_of(evs: &[serde_json::Value]) -> String {
 }
 
 /// The `exec_end` audit records, oldest first.
-fn exec_ends(d: &Daemon) -> Vec<serde_json::Value> {
-    let o = d.warden().args(["audit", "--json"]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|r| r["action"] == "exec_end")
-        .collect()
-}
-
 fn write(p: &Path, content: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, content).unwrap();

@@ -373,6 +373,18 @@ impl MockHttp {
     }
 }
 
+/// The `exec_end` records of `d`'s audit log (`warden audit --json`), in
+/// order.
+pub fn exec_ends(d: &Daemon) -> Vec<serde_json::Value> {
+    let o = d.warden().args(["audit", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["action"] == "exec_end")
+        .collect()
+}
+
 /// The request id from a CLI message `... (request ID) ...`.
 pub fn request_id_in(msg: &str) -> String {
     let start = msg.find("(request ").expect("request id in the message") + "(request ".len();

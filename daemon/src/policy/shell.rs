@@ -491,12 +491,14 @@ impl<'c> Analyzer<'c> {
                 "subscript" | "comment" => None,
                 _ => Some(self.word(src, child, depth + 1)),
             };
+            let is_arg = piece.is_some();
             match (piece, argv.last_mut()) {
                 (Some(w), Some(prev)) if last_end == Some(child.start_byte()) => prev.append(w),
                 (Some(w), _) => argv.push(w),
                 (None, _) => {}
             }
-            last_end = (child.kind() != "comment").then(|| child.end_byte());
+            // Only an argument node continues into the next one.
+            last_end = is_arg.then(|| child.end_byte());
         }
         for r in redirects {
             self.redirect(src, r, depth + 1);

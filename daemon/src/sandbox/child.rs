@@ -436,41 +436,31 @@ pub(crate) fn init_main(
     drop(srcs);
 
     super::helper::trace("child: sealed");
-    // A warm sandbox: built ahead of its command. Its command process is
-    // forked and confined now, and waits for the command itself.
-    let pid = if let Some(ctl) = io.ctl.take() {
-        // SAFETY: the process is single-threaded; the child only runs our
-        // code until execve.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            fail(setup, "fork", &os_err("fork"));
+    // The command process. In a warm sandbox (built ahead of its command)
+    // it is forked and confined now, and waits for the command itself.
+    let ctl = io.ctl.take();
+    if ctl.is_none() && (io.stdout.is_none() || io.stderr.is_none()) {
+        fail(setup, "stdio", "no stdout/stderr for the command");
+    }
+    // SAFETY: the process is single-threaded; the child only runs our code
+    // until execve.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        fail(setup, "fork", &os_err("fork"));
+    }
+    if pid == 0 {
+        drop(io.exit_wr);
+        match (ctl, io.stdout, io.stderr) {
+            (Some(ctl), ..) => warm_command_main(plan, io.setup_wr, ctl, filters),
+            (None, Some(stdout), Some(stderr)) => {
+                let stdio = (io.stdin, stdout, stderr);
+                command_main(plan, io.setup_wr, stdio, io.gate, filters)
+            }
+            // Checked before the fork.
+            _ => fail(setup, "stdio", "no stdout/stderr for the command"),
         }
-        if pid == 0 {
-            drop(io.exit_wr);
-            warm_command_main(plan, io.setup_wr, ctl, filters);
-        }
-        pid
-    } else {
-        let (Some(stdout), Some(stderr)) = (io.stdout.take(), io.stderr.take()) else {
-            fail(setup, "stdio", "no stdout/stderr for the command")
-        };
-        // SAFETY: as above.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            fail(setup, "fork", &os_err("fork"));
-        }
-        if pid == 0 {
-            drop(io.exit_wr);
-            let stdio = (io.stdin, stdout, stderr);
-            command_main(plan, io.setup_wr, stdio, io.gate, filters);
-        }
-        pid
-    };
-    drop(io.setup_wr);
-    drop(io.gate);
-    drop(io.stdin);
-    drop(io.stdout);
-    drop(io.stderr);
+    }
+    drop((ctl, io.setup_wr, io.gate, io.stdin, io.stdout, io.stderr));
     // Init keeps nothing of the daemon's stdio (a terminal, a log).
     // SAFETY: dup2 onto our own standard fds.
     unsafe {
@@ -508,9 +498,9 @@ fn helper_gone(exit_wr: RawFd) -> bool {
 /// Init's last job: reap until the command (`pid`) exits, then kill and
 /// reap everything left in the pid namespace, write the command's wait
 /// status on `exit_wr` (the helper reports the command ended as soon as it
-/// reads it) and exit, which ends the namespaces. Exits at once when the helper is
-/// gone, so no command outlives the daemon even if the parent-death signal
-/// was missed. SIGCHLD (blocked since the helper's start) interrupts the
+/// reads it) and exit, which ends the namespaces. Exits at once when the
+/// helper is gone, so no command outlives the daemon even if the
+/// parent-death signal was missed. SIGCHLD (blocked since the helper's start) interrupts the
 /// poll through a signalfd.
 fn wait_command(pid: libc::pid_t, exit_wr: RawFd) -> ! {
     let sfd = super::helper::sigchld_fd();

@@ -344,6 +344,12 @@ impl Helper {
 
     /// The daemon is gone: every command goes with it.
     fn shutdown(&mut self) -> ! {
+        self.kill_all()
+    }
+
+    /// Kills every sandbox (the warm one too: its init, whose death ends
+    /// its pid namespace) and exits.
+    fn kill_all(&self) -> ! {
         if let Some(w) = &self.warm {
             // SAFETY: our own child.
             unsafe { libc::kill(w.pid, libc::SIGKILL) };
@@ -367,16 +373,7 @@ impl Helper {
     fn send(&self, msg: &FromHelper) {
         if protocol::send(&self.sock, msg, &[]).is_err() {
             // The daemon is unreachable: nothing to serve.
-            if let Some(w) = &self.warm {
-                // SAFETY: our own child.
-                unsafe { libc::kill(w.pid, libc::SIGKILL) };
-            }
-            for pid in self.children.keys() {
-                // SAFETY: signalling our own children.
-                unsafe { libc::kill(*pid, libc::SIGKILL) };
-            }
-            // SAFETY: _exit is always safe.
-            unsafe { libc::_exit(0) }
+            self.kill_all()
         }
     }
 

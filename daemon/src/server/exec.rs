@@ -200,7 +200,7 @@ impl Exec for ExecService {
         };
         if let Ok(Some(o)) = &one_shot {
             params.session_id = o.session().id.clone();
-            if std::env::var_os("WARDEN_EXEC_TRACE").is_some() {
+            if crate::session::phases::enabled() {
                 eprintln!("exec-trace one-shot open {} us", t0.elapsed().as_micros());
             }
         }

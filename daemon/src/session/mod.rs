@@ -10,7 +10,7 @@ mod checkpoints;
 pub mod exec;
 pub mod journal;
 pub mod nested_git;
-mod phases;
+pub(crate) mod phases;
 pub mod resume;
 
 pub use approve::{FileGateRefusal, FileToolCall};

@@ -374,6 +374,14 @@ mod tests {
         }
     }
 
+    /// Lays out `dir` (under `root`) as git's `is_git_directory` wants a git
+    /// dir: `HEAD`, `objects/`, `refs/`.
+    fn git_layout(root: &Path, dir: &str) {
+        write(root, &format!("{dir}/HEAD"), "ref: refs/heads/main\n");
+        write(root, &format!("{dir}/objects/info/packs"), "");
+        write(root, &format!("{dir}/refs/heads/.keep"), "");
+    }
+
     /// Writes `rel` under `root` with `content`, creating its parents.
     fn write(root: &Path, rel: &str, content: &str) {
         let p = root.join(rel);
@@ -445,11 +453,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
         let before = scan(root);
-        let w = |p: &str, c: &str| {
-            let p = root.join(p);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, c).unwrap();
-        };
+        let w = |p: &str, c: &str| write(root, p, c);
         w("evil/HEAD", "ref: refs/heads/main\n");
         w("evil/commondir", "../common\n");
         w("common/objects/info/packs", "");
@@ -475,18 +479,10 @@ mod tests {
     fn nested_submodule_gitdir_is_quarantined() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        let w = |p: &str, c: &str| {
-            let p = root.join(p);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, c).unwrap();
-        };
-        w("vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
-        w("vendor/lib/.git/objects/info/packs", "");
-        w("vendor/lib/.git/refs/heads/.keep", "");
+        let w = |p: &str, c: &str| write(root, p, c);
+        git_layout(root, "vendor/lib/.git");
         w("vendor/lib/.git/config", "[core]\n\tbare = false\n");
-        w("vendor/lib/.git/modules/dep/HEAD", "ref: refs/heads/main\n");
-        w("vendor/lib/.git/modules/dep/objects/info/packs", "");
-        w("vendor/lib/.git/modules/dep/refs/heads/.keep", "");
+        git_layout(root, "vendor/lib/.git/modules/dep");
         w(
             "vendor/lib/.git/modules/dep/config",
             "[core]\n\tbare = false\n",
@@ -522,14 +518,10 @@ mod tests {
         let w = |p: &str, c: &str| write(root, p, c);
         // The workspace's own submodule git dir (its gitfile `dep/.git`).
         w(".git/HEAD", "ref: refs/heads/main\n");
-        w(".git/modules/dep/HEAD", "ref: refs/heads/main\n");
-        w(".git/modules/dep/objects/info/packs", "");
-        w(".git/modules/dep/refs/heads/.keep", "");
+        git_layout(root, ".git/modules/dep");
         w("dep/.git", "gitdir: ../.git/modules/dep\n");
         // A bare repository the user had: left alone.
-        w("mine.git/HEAD", "ref: refs/heads/main\n");
-        w("mine.git/objects/info/packs", "");
-        w("mine.git/refs/heads/.keep", "");
+        git_layout(root, "mine.git");
         w("mine.git/config", "[core]\n\tfsmonitor = users-own\n");
         let before = scan(root);
         for base in ["planted/", ""] {
@@ -541,9 +533,7 @@ mod tests {
         }
         w(".git/modules/dep/hooks/post-checkout", "evil");
         // What `git init --bare` writes stays.
-        w("clean.git/HEAD", "ref: refs/heads/main\n");
-        w("clean.git/objects/info/packs", "");
-        w("clean.git/refs/heads/.keep", "");
+        git_layout(root, "clean.git");
         w(
             "clean.git/config",
             "[core]\n\trepositoryformatversion = 0\n\tbare = true\n",

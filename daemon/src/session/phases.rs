@@ -15,9 +15,14 @@ pub(crate) struct Phases {
     marks: Vec<(&'static str, u128)>,
 }
 
+/// Whether `WARDEN_EXEC_TRACE` is set (read once).
+pub(crate) fn enabled() -> bool {
+    *ENABLED.get_or_init(|| std::env::var_os("WARDEN_EXEC_TRACE").is_some())
+}
+
 impl Phases {
     pub(crate) fn start() -> Phases {
-        let on = *ENABLED.get_or_init(|| std::env::var_os("WARDEN_EXEC_TRACE").is_some());
+        let on = enabled();
         let now = on.then(Instant::now);
         Phases {
             start: now,

@@ -452,7 +452,15 @@ impl Workspace {
                     } else {
                         format!("{dir}/{name}")
                     };
-                    self.root.symlink_metadata(&p).is_ok()
+                    // Unknown (an error other than absence) counts as
+                    // present: refuse rather than guess.
+                    match self.root.symlink_metadata(&p) {
+                        Ok(_) => true,
+                        Err(e) => !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                        ),
+                    }
                 }
             };
             if has("HEAD") && (has("commondir") || (has("objects") && has("refs"))) {
